@@ -1,0 +1,35 @@
+# Two commands on a fresh machine: `make run` and `make test`.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: run test bench check-long experiments install clean
+
+$(BIN)/python:
+	$(PY) -m venv $(VENV)
+
+$(STAMP): $(BIN)/python pyproject.toml
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+run: $(STAMP)
+	$(BIN)/python -m chad.demo
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q -n 2 tests
+
+bench: $(STAMP)
+	$(BIN)/python -m benchmarks
+
+check-long: $(STAMP)
+	$(BIN)/python -m pytest -q -n 2 -m long tests
+
+experiments: $(STAMP)
+	$(BIN)/python -m experiments
+
+clean:
+	rm -rf $(VENV) build *.egg-info

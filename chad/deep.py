@@ -1,0 +1,59 @@
+"""Run deeply recursive work (10,000 nested lets) without hitting Python's limits.
+
+Parsing, checking, transforming and evaluating all recurse over terms. Rather than
+rewrite each of them as an explicit-stack loop, every entry point runs its work in
+a thread with a large C stack and a high recursion limit.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from typing import Callable, TypeVar
+
+T = TypeVar("T")
+
+STACK_BYTES = 512 * 1024 * 1024
+RECURSION_LIMIT = 1_000_000
+
+_local = threading.local()
+
+
+def run_deep(fn: Callable[..., T], *args, **kwargs) -> T:
+    """Call fn(*args, **kwargs) in a big-stack thread; re-raise its exception."""
+    if getattr(_local, "deep", False):
+        return fn(*args, **kwargs)
+    result: list = []
+    error: list = []
+
+    def target():
+        _local.deep = True
+        try:
+            result.append(fn(*args, **kwargs))
+        except BaseException as exc:  # re-raised in the caller's thread
+            error.append(exc)
+
+    old_size = threading.stack_size()
+    threading.stack_size(STACK_BYTES)
+    try:
+        if sys.getrecursionlimit() < RECURSION_LIMIT:
+            sys.setrecursionlimit(RECURSION_LIMIT)
+        thread = threading.Thread(target=target, name="chad-deep")
+        thread.start()
+    finally:
+        threading.stack_size(old_size)
+    thread.join()
+    if error:
+        raise error[0]
+    return result[0]
+
+
+def deep(fn: Callable[..., T]) -> Callable[..., T]:
+    """Decorator form of run_deep."""
+    import functools
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        return run_deep(fn, *args, **kwargs)
+
+    return wrapper

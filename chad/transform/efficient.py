@@ -1,0 +1,185 @@
+"""Efficient reverse CHAD: the formalisation's `chad` (seed 000 Fig. 7 and
+appendix B), on typed core terms.
+
+    chad t : D1τ × (D2τ -> EVM Γ ())
+
+The output of each rule has exactly the shape of the Agda definition (same lets,
+pairs, projections and closures with the same captured variables), so the step
+counts of the generated code are the formalisation's. Variables are names: the
+primal of source variable `x` is the target variable `x`; every other binder is a
+fresh name containing '$'. `lamwith vars body` is `Lam(param, None, body, vars)`.
+
+Extensions (arrays, functions) register rules for more source node classes in
+`RULES`.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from chad.primitives import PRIMITIVES
+from chad.terms import (
+    AddEVM, App, BindEVM, Case, Def, Fst, Inl, Inr, Lam, LCastL, LCastR, Let, LFst,
+    LInl, LInr, LPair, LSnd, Pair, Prim, PureEVM, RunEVM, ScopeEVM, Snd, Term,
+    ThenEVM, Unit, Var,
+)
+from chad.types import Prod, Sum
+
+from .common import D2, Context, Fresh, zero_env_term, zerot
+
+RULES: dict[type, Callable] = {}
+
+
+class Chad:
+    """One transformation run: fresh names and the source context."""
+
+    def __init__(self, ctx: Context, fresh: Fresh | None = None):
+        self.ctx = ctx
+        self.fresh = fresh or Fresh()
+
+    def __call__(self, t: Term) -> Term:
+        match t:
+            case Var():
+                return self.var(t)
+            case Let():
+                return self.let(t)
+            case Prim():
+                return self.prim(t)
+            case Unit():
+                return self.unit(t)
+            case Pair():
+                return self.pair(t)
+            case Fst():
+                return self.fst(t)
+            case Snd():
+                return self.snd(t)
+            case Inl():
+                return self.inj(t, Inl, LCastL, 0)
+            case Inr():
+                return self.inj(t, Inr, LCastR, 1)
+            case Case():
+                return self.case(t)
+        rule = RULES.get(type(t))
+        if rule is None:
+            raise NotImplementedError(f"CHAD of {type(t).__name__} is not supported yet")
+        return rule(self, t)
+
+    # chad (var idx) = pair (var idx) (lamwith [] (\d -> addevm idx d))
+    def var(self, t: Var) -> Term:
+        d = self.fresh("d")
+        return Pair(Var(t.name), Lam(d, None, AddEVM(self.ctx.level(t.name), t.name, Var(d)), ()))
+
+    # chad (let e1 e2) =
+    #   let r1 = chad e1 in let x = fst r1 in let r2 = chad e2 in
+    #   pair (fst r2) (lamwith [r2, r1] \d ->
+    #     bind (scope (zerot σ) (app (snd r2) d)) (lamwith [r1] \p -> app (snd r1) (fst p)))
+    def let(self, t: Let) -> Term:
+        r1, r2, d, p = self.fresh("r"), self.fresh("r"), self.fresh("d"), self.fresh("p")
+        sigma = t.rhs.ty
+        c1 = self(t.rhs)
+        token = self.ctx.push(t.name, sigma)
+        try:
+            c2 = self(t.body)
+        finally:
+            self.ctx.pop(token)
+        back = Lam(d, None, BindEVM(
+            ScopeEVM(zerot(sigma), App(Snd(Var(r2)), Var(d))),
+            Lam(p, None, App(Snd(Var(r1)), Fst(Var(p))), (r1,))), (r2, r1))
+        return Let(r1, c1, Let(t.name, Fst(Var(r1)), Let(r2, c2, Pair(Fst(Var(r2)), back))))
+
+    # chad (prim op e) = let r = chad e in
+    #   pair (prim op (fst r)) (lamwith [r] \d -> app (snd r) (dprim op (fst r) d))
+    # dprim op p d = let a = p in let c = d in dprim' op
+    def prim(self, t: Prim) -> Term:
+        r, d, a, c = self.fresh("r"), self.fresh("d"), self.fresh("a"), self.fresh("c")
+        deriv = PRIMITIVES[t.op].derivative
+        if deriv is None:
+            raise NotImplementedError(f"{t.op} has no derivative")
+        dprim = Let(a, Fst(Var(r)), Let(c, Var(d), deriv(Var(a), Var(c))))
+        return Let(r, self(t.arg), Pair(
+            Prim(t.op, Fst(Var(r)), t.const),
+            Lam(d, None, App(Snd(Var(r)), dprim), (r,))))
+
+    # chad unit = pair unit (lamwith [] \d -> pure unit)
+    def unit(self, t: Unit) -> Term:
+        return Pair(Unit(), Lam(self.fresh("d"), None, PureEVM(Unit()), ()))
+
+    # chad (pair e1 e2) = let r = pair (chad e1) (chad e2) in
+    #   pair (pair (fst (fst r)) (fst (snd r)))
+    #        (lamwith [r] \d -> app (snd (fst r)) (lfst d) >> app (snd (snd r)) (lsnd d))
+    def pair(self, t: Pair) -> Term:
+        r, d = self.fresh("r"), self.fresh("d")
+        s, u = t.ty.left, t.ty.right
+        back = Lam(d, None, ThenEVM(
+            App(Snd(Fst(Var(r))), LFst(Var(d), D2(s))),
+            App(Snd(Snd(Var(r))), LSnd(Var(d), D2(u)))), (r,))
+        return Let(r, Pair(self(t.left), self(t.right)),
+                   Pair(Pair(Fst(Fst(Var(r))), Fst(Snd(Var(r)))), back))
+
+    # chad (fst e) = let r = chad e in
+    #   pair (fst (fst r)) (lamwith [r] \d -> app (snd r) (lpair d (zerot τ)))
+    def fst(self, t: Fst) -> Term:
+        ty = t.expr.ty
+        assert isinstance(ty, Prod)
+        return self._project(t, Fst, lambda d: LPair(d, zerot(ty.right)))
+
+    def snd(self, t: Snd) -> Term:
+        ty = t.expr.ty
+        assert isinstance(ty, Prod)
+        return self._project(t, Snd, lambda d: LPair(zerot(ty.left), d))
+
+    def _project(self, t, proj, ctg) -> Term:
+        r, d = self.fresh("r"), self.fresh("d")
+        return Let(r, self(t.expr), Pair(
+            proj(Fst(Var(r))), Lam(d, None, App(Snd(Var(r)), ctg(Var(d))), (r,))))
+
+    # chad (inl e) = let r = chad e in
+    #   pair (inl (fst r)) (lamwith [r] \d -> app (snd r) (lcastl d))
+    def inj(self, t, inj, cast, side: int) -> Term:
+        r, d = self.fresh("r"), self.fresh("d")
+        ty = t.ty
+        assert isinstance(ty, Sum)
+        zero = D2(ty.left if side == 0 else ty.right)
+        return Let(r, self(t.expr), Pair(
+            inj(Fst(Var(r))), Lam(d, None, App(Snd(Var(r)), cast(Var(d), zero)), (r,))))
+
+    # chad (case e1 e2 e3) = let r = chad e1 in case (fst r) of
+    #   inl x -> let r2 = chad e2 in pair (fst r2) (lamwith [r2, r] \d ->
+    #              bind (scope (zerot σ) (app (snd r2) d)) (lamwith [r] \p -> app (snd r) (linl (fst p))))
+    #   inr y -> (the same with e3, τ and linr)
+    def case(self, t: Case) -> Term:
+        r = self.fresh("r")
+        ty = t.scrut.ty
+        assert isinstance(ty, Sum)
+        left = self._branch(r, t.lname, ty.left, t.lbody, LInl)
+        right = self._branch(r, t.rname, ty.right, t.rbody, LInr)
+        return Let(r, self(t.scrut), Case(Fst(Var(r)), t.lname, left, t.rname, right))
+
+    def _branch(self, r, name, sigma, body, linj) -> Term:
+        r2, d, p = self.fresh("r"), self.fresh("d"), self.fresh("p")
+        token = self.ctx.push(name, sigma)
+        try:
+            c2 = self(body)
+        finally:
+            self.ctx.pop(token)
+        back = Lam(d, None, BindEVM(
+            ScopeEVM(zerot(sigma), App(Snd(Var(r2)), Var(d))),
+            Lam(p, None, App(Snd(Var(r)), linj(Fst(Var(p)))), (r,))), (r2, r))
+        return Let(r2, c2, Pair(Fst(Var(r2)), back))
+
+
+def chad_def(d: Def) -> Term:
+    """CHAD of a checked def's body, in the context of its parameters."""
+    return Chad(Context.of_params(d.params))(d.body)
+
+
+CTG = "ctg$"
+
+
+def gradient_term(d: Def) -> Term:
+    """TH2's left-hand side:  run (app (snd (chad t)) ctg) (zero-env-term Γ).
+
+    Evaluated in the environment {params: primal arguments, CTG: cotangent}.
+    """
+    return RunEVM(App(Snd(chad_def(d)), Var(CTG)),
+                  zero_env_term([p.ty for p in d.params]))

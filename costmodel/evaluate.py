@@ -1,0 +1,278 @@
+"""The instrumented evaluator: values and step counts of source and target terms.
+
+On the formalisation's fragment (var let prim unit pair fst snd inl inr case lam
+app, the EVM operations and the sparse linear operations) every rule is the
+formalisation's `eval` (seed 000 appendix B, `spec.agda`), at its corrected
+version: `lfst`/`lsnd` of a zero cost 1 + (argument) + (the zero), as
+`lcastl`/`lcastr` do. The rules for the other constructs (def calls, arrays,
+primitives beyond the formalisation) are in docs/cost-model.md.
+
+Monadic values are actions of an EVM implementation (runtime/); their costs are
+the formalisation's LACM costs, reported by the implementation when `run` runs.
+
+Environments are one mutable dict per function body, with save/restore around
+binders; a closure copies only its captured variables, so each closure call has a
+private dict (safe when the parallel runtime calls closures from several threads).
+Extensions (arrays, naive CHAD's dense environments, closure conversion) register
+an evaluation rule for their node classes in `RULES`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from attrs import frozen
+
+from chad.errors import EvalError
+from chad.linear import zerov
+from chad.primitives import PRIMITIVES
+from chad.terms import (
+    AddEVM, Ann, App, BindEVM, Call, Case, Def, Fst, Inl, Inr, Lam, LCastL, LCastR,
+    Let, LFst, LInl, LInr, LPair, LPairZero, LSnd, LSumZero, LUnit, Pair, Prim,
+    PureEVM, RunEVM, ScopeEVM, Snd, ThenEVM, Unit, Var,
+)
+from chad.values import Inj
+
+_MISSING = object()
+
+# Extension rules: node class -> rule(evaluator, node, env) -> (value, cost).
+RULES: dict[type, Callable[["Evaluator", Any, dict], tuple[Any, int]]] = {}
+
+
+def rule(*classes):
+    """Register an evaluation rule for extension node classes."""
+
+    def register(fn):
+        for cls in classes:
+            RULES[cls] = fn
+        return fn
+
+    return register
+
+
+@frozen(eq=False)
+class Closure:
+    """A function value: parameter, body and the captured variables' values."""
+
+    param: str
+    body: Any
+    captured: dict
+
+    def __repr__(self) -> str:
+        return f"<closure \\{self.param}>"
+
+
+class Evaluator:
+    """Evaluates terms against `defs` (for Call) with the EVM `evm` (for run)."""
+
+    def __init__(self, defs: dict[str, Def] | None = None, evm=None):
+        self.defs = defs or {}
+        self.evm = evm
+
+    # ------------------------------------------------------------ helpers
+    def bind(self, env: dict, name: str, value, body) -> tuple[Any, int]:
+        """Evaluate body with name bound to value (restoring the old binding)."""
+        old = env.get(name, _MISSING)
+        env[name] = value
+        try:
+            return self.eval(body, env)
+        finally:
+            if old is _MISSING:
+                del env[name]
+            else:
+                env[name] = old
+
+    def apply(self, fn, arg) -> tuple[Any, int]:
+        """Call a function value; returns (result, cost of evaluating the body)."""
+        if isinstance(fn, Closure):
+            env = dict(fn.captured)
+            env[fn.param] = arg
+            return self.eval(fn.body, env)
+        if callable(fn):  # built-in function values used by extensions
+            return fn(arg)
+        raise EvalError(f"applying a value that is not a function: {fn!r}")
+
+    # ------------------------------------------------------------ the rules
+    def eval(self, t, env: dict) -> tuple[Any, int]:
+        match t:
+            case Var(name):
+                try:
+                    return env[name], 1
+                except KeyError:
+                    raise EvalError(f"unbound variable {name!r}", t.loc) from None
+            case Let(name, rhs, body):
+                v, c1 = self.eval(rhs, env)
+                r, c2 = self.bind(env, name, v, body)
+                return r, 1 + c1 + c2
+            case Prim(op, arg, const):
+                v, c = self.eval(arg, env)
+                if op == "LIT" or op == "ILIT":
+                    return const, 1 + c
+                prim = PRIMITIVES.get(op)
+                if prim is None:
+                    return self._extension(t, env)
+                try:
+                    r = prim.evaluate(v)
+                except EvalError as e:
+                    if e.loc is None:
+                        e.loc = t.loc
+                    raise
+                except (OverflowError, ZeroDivisionError, ValueError) as e:
+                    raise EvalError(f"{op.lower()} of {v!r}: {e}", t.loc) from None
+                return r, 1 + c + prim_extra_cost(op, v)
+            case Unit():
+                return None, 1
+            case Pair(a, b):
+                va, ca = self.eval(a, env)
+                vb, cb = self.eval(b, env)
+                return (va, vb), 1 + ca + cb
+            case Fst(e):
+                v, c = self.eval(e, env)
+                return v[0], 1 + c
+            case Snd(e):
+                v, c = self.eval(e, env)
+                return v[1], 1 + c
+            case Inl(e):
+                v, c = self.eval(e, env)
+                return Inj(0, v), 1 + c
+            case Inr(e):
+                v, c = self.eval(e, env)
+                return Inj(1, v), 1 + c
+            case Case(scrut, lname, lbody, rname, rbody):
+                v, c = self.eval(scrut, env)
+                if v.side == 0:
+                    r, cb = self.bind(env, lname, v.value, lbody)
+                else:
+                    r, cb = self.bind(env, rname, v.value, rbody)
+                return r, 1 + c + cb
+            case Lam(name, _pty, body, captures):
+                if captures is None:
+                    raise EvalError("internal: lambda without a capture list", t.loc)
+                return Closure(name, body, {x: env[x] for x in captures}), 1 + len(captures)
+            case App(fn, arg):
+                f, cf = self.eval(fn, env)
+                x, cx = self.eval(arg, env)
+                y, cy = self.apply(f, x)
+                return y, 1 + cf + cx + cy
+            case Call(name, args):
+                return self._call(t, name, args, env)
+            case Ann(e, _):
+                return self.eval(e, env)
+            # ---------------------------------------------------- EVM operations
+            case PureEVM(e):
+                v, c = self.eval(e, env)
+                return self.evm.pure(v), 1 + c
+            case BindEVM(m, k):
+                mv, c1 = self.eval(m, env)
+                kv, c2 = self.eval(k, env)
+                return self.evm.bind(mv, lambda x, kv=kv: self.apply(kv, x)), 1 + c1 + c2
+            case ThenEVM(a, b):
+                # = let x = b in bind a (lamwith [x] (\_ -> x)):
+                #   let 1 + cb + (bind 1 + ca + (lam 1 + 1))
+                vb, cb = self.eval(b, env)
+                va, ca = self.eval(a, env)
+                return self.evm.then(va, vb), 4 + ca + cb
+            case RunEVM(m, denv):
+                mv, c1 = self.eval(m, env)
+                dv, c2 = self.eval(denv, env)
+                x, cells, crun = self.evm.run(mv, env_tuple_to_cells(dv))
+                return (x, cells_to_env_tuple(cells)), 1 + c1 + c2 + crun
+            case AddEVM(level, _name, val):
+                v, c = self.eval(val, env)
+                return self.evm.add(level, v), 1 + c
+            case ScopeEVM(init, m):
+                iv, c1 = self.eval(init, env)
+                mv, c2 = self.eval(m, env)
+                return self.evm.scope(iv, mv), 1 + c1 + c2
+            # ---------------------------------------------------- sparse linear operations
+            case LUnit():
+                return None, 1
+            case LPair(a, b):
+                va, ca = self.eval(a, env)
+                vb, cb = self.eval(b, env)
+                return (va, vb), 1 + ca + cb
+            case LFst(e, zero):
+                v, c = self.eval(e, env)
+                if v is None:  # corrected formalisation: 1 + argument + zero
+                    z, cz = zerov(zero)
+                    return z, 1 + c + cz
+                return v[0], 1 + c
+            case LSnd(e, zero):
+                v, c = self.eval(e, env)
+                if v is None:
+                    z, cz = zerov(zero)
+                    return z, 1 + c + cz
+                return v[1], 1 + c
+            case LPairZero() | LSumZero():
+                return None, 1
+            case LInl(e):
+                v, c = self.eval(e, env)
+                return Inj(0, v), 1 + c
+            case LInr(e):
+                v, c = self.eval(e, env)
+                return Inj(1, v), 1 + c
+            case LCastL(e, zero):
+                return self._cast(e, zero, 0, env)
+            case LCastR(e, zero):
+                return self._cast(e, zero, 1, env)
+        return self._extension(t, env)
+
+    def _cast(self, e, zero, side: int, env):
+        v, c = self.eval(e, env)
+        if isinstance(v, Inj) and v.side == side:
+            return v.value, 1 + c
+        z, cz = zerov(zero)  # nothing, or the other side (formalisation: zero)
+        return z, 1 + c + cz
+
+    def _call(self, t, name, args, env):
+        """A def call: 1 + the arguments + the body (a closed function's app)."""
+        d = self.defs.get(name)
+        if d is None:
+            raise EvalError(f"call of an unknown def {name!r}", t.loc)
+        cost = 1
+        inner = {}
+        for p, a in zip(d.params, args):
+            v, c = self.eval(a, env)
+            inner[p.name] = v
+            cost += c
+        r, cb = self.eval(d.body, inner)
+        return r, cost + cb
+
+    def _extension(self, t, env):
+        fn = RULES.get(type(t))
+        if fn is None:
+            raise EvalError(f"internal: no evaluation rule for {type(t).__name__}")
+        return fn(self, t, env)
+
+
+def prim_extra_cost(op: str, arg) -> int:
+    """Work of a primitive beyond the constant 1 (linear-time ones only)."""
+    extra = PRIMITIVE_EXTRA_COST.get(op)
+    return extra(arg) if extra else 0
+
+
+# op -> function of the argument value giving the extra cost (e.g. SUM: its length).
+PRIMITIVE_EXTRA_COST: dict[str, Callable[[Any], int]] = {}
+
+
+def env_tuple_to_cells(d) -> list:
+    """The formalisation's LEt tuple (c0, (c1, ... ())) to a list of cells."""
+    cells = []
+    while d is not None:
+        cells.append(d[0])
+        d = d[1]
+    return cells
+
+
+def cells_to_env_tuple(cells: list):
+    d = None
+    for c in reversed(cells):
+        d = (c, d)
+    return d
+
+
+def evaluate(term, env: dict | None = None, defs=None, evm=None) -> tuple[Any, int]:
+    """Evaluate a term in a big-stack thread: (value, steps)."""
+    from chad.deep import run_deep
+
+    return run_deep(Evaluator(defs, evm).eval, term, dict(env or {}))
