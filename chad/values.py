@@ -33,7 +33,7 @@ FALSE = Inj(1, None)
 
 
 def is_number(j) -> bool:
-    return isinstance(j, (int, float)) and not isinstance(j, bool)
+    return isinstance(j, (int, float, np.integer, np.floating)) and not isinstance(j, bool)
 
 
 def value_from_json(ty: Type, j, path: str = "args"):
@@ -44,7 +44,7 @@ def value_from_json(ty: Type, j, path: str = "args"):
                 raise UsageError(f"{path}: expected a number (R), got {_short(j)}")
             return float(j)
         case Int():
-            if isinstance(j, float) and j.is_integer():
+            if isinstance(j, np.integer):
                 j = int(j)
             if not isinstance(j, int) or isinstance(j, bool):
                 raise UsageError(f"{path}: expected an integer (Z), got {_short(j)}")
@@ -54,16 +54,20 @@ def value_from_json(ty: Type, j, path: str = "args"):
                 raise UsageError(f"{path}: expected null (()), got {_short(j)}")
             return None
         case Prod(a, b):
-            if not isinstance(j, list) or len(j) != 2:
+            if not isinstance(j, (list, tuple)) or len(j) != 2:
                 raise UsageError(f"{path}: expected a pair [a, b] ({ty}), got {_short(j)}")
             return (value_from_json(a, j[0], f"{path}[0]"), value_from_json(b, j[1], f"{path}[1]"))
         case Sum(a, b):
             if ty == Sum(UnitT(), UnitT()) and isinstance(j, bool):
                 return TRUE if j else FALSE
+            if isinstance(j, Inj):
+                j = {("inl", "inr")[j.side]: j.value}
             side, inner = _injection(j, path, ty)
             return Inj(side, value_from_json(a if side == 0 else b, inner,
                                              f"{path}.{'inl' if side == 0 else 'inr'}"))
         case ArrayT(elem):
+            if isinstance(j, (tuple, np.ndarray)):
+                j = list(j)
             if not isinstance(j, list):
                 raise UsageError(f"{path}: expected a list ({ty}), got {_short(j)}")
             items = [value_from_json(elem, x, f"{path}[{i}]") for i, x in enumerate(j)]

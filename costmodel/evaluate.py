@@ -276,3 +276,6 @@ def evaluate(term, env: dict | None = None, defs=None, evm=None) -> tuple[Any, i
     from chad.deep import run_deep
 
     return run_deep(Evaluator(defs, evm).eval, term, dict(env or {}))
+
+
+import chad.extensions  # noqa: E402,F401  (registers array/function rules)

@@ -26,6 +26,7 @@ from chad.terms import (
 from chad.types import Prod, Sum
 
 from .common import D2, Context, Fresh, zero_env_term, zerot
+from .registry import CTG, TransformSpec
 
 RULES: dict[type, Callable] = {}
 
@@ -173,9 +174,6 @@ def chad_def(d: Def) -> Term:
     return Chad(Context.of_params(d.params))(d.body)
 
 
-CTG = "ctg$"
-
-
 def gradient_term(d: Def) -> Term:
     """TH2's left-hand side:  run (app (snd (chad t)) ctg) (zero-env-term Γ).
 
@@ -183,3 +181,29 @@ def gradient_term(d: Def) -> Term:
     """
     return RunEVM(App(Snd(chad_def(d)), Var(CTG)),
                   zero_env_term([p.ty for p in d.params]))
+
+
+def backward(ev, bp, ctg, d: Def) -> tuple[list, int]:
+    """Run the backpropagator: the rest of TH2's term after the forward pass.
+
+    run (app (snd r) ctg) zero-env costs 1 (run) + 1 (app) + 1 (snd) + 1 (var)
+    + ccall + cost(zero-env-term) + cost of running the action.
+    """
+    from costmodel.evaluate import env_tuple_to_cells
+
+    action, ccall = ev.apply(bp, ctg)
+    zenv, cz = ev.eval(zero_env_term([p.ty for p in d.params]), {})
+    _unit, cells, crun = ev.evm.run(action, env_tuple_to_cells(zenv))
+    return cells, 4 + ccall + cz + crun
+
+
+SPEC = TransformSpec(
+    name="efficient",
+    forward_term=chad_def,
+    backward=backward,
+    gradient_term=gradient_term,
+    description="seed 000 Fig. 7 / the Agda formalisation's chad: sparse cotangents, EVM",
+)
+
+
+import chad.extensions  # noqa: E402,F401  (registers array/function rules)

@@ -1,0 +1,193 @@
+"""The command line (LANGUAGE.md, "Command line"):
+
+    chad run   FILE [--fn NAME] --args JSON [--json]
+    chad grad  FILE [--fn NAME] --args JSON [--ctg JSON] [--evm map|array|parallel] [--transform ...] [--json]
+    chad show  FILE [--fn NAME] [--transform naive|efficient]
+    chad cost  FILE [--fn NAME] --args JSON [--ctg JSON] [--transform ...] [--evm ...] [--json]
+    chad check [--transform ...] [--evm ...] [--programs N] [--max-depth D] [--seed S] ...
+
+Exit codes: 0 success, 1 a violated bound or failed check, 2 bad input (a message
+on stderr and nothing on stdout). No input ever produces a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from .errors import ChadError, UsageError
+
+EVM_CHOICES = ("map", "array", "parallel", "spec")
+TRANSFORM_CHOICES = ("efficient", "naive")
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # usage errors: exit 2, message on stderr
+        self.print_usage(sys.stderr)
+        raise SystemExit(_fail(f"usage error: {message}"))
+
+
+def _fail(message: str, code: int = 2) -> int:
+    print(message, file=sys.stderr)
+    return code
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="chad", description="Efficient CHAD: reverse-mode AD with a cost guarantee.")
+    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    def common(sp, args=True, ctg=False, evm=False, transform=False):
+        sp.add_argument("file", help="program file")
+        sp.add_argument("--fn", help="the def to use (default: the last one)")
+        if args:
+            sp.add_argument("--args", required=True, help="JSON list of arguments")
+        if ctg:
+            sp.add_argument("--ctg", help="JSON cotangent of the result (default 1.0 for R)")
+        if evm:
+            sp.add_argument("--evm", default="array", choices=EVM_CHOICES)
+        if transform:
+            sp.add_argument("--transform", default="efficient", choices=TRANSFORM_CHOICES)
+        sp.add_argument("--json", action="store_true", help="machine-readable output")
+
+    common(sub.add_parser("run", help="evaluate a def"))
+    common(sub.add_parser("grad", help="value and gradient"), ctg=True, evm=True, transform=True)
+    common(sub.add_parser("show", help="print the derivative program"), args=False, transform=True)
+    common(sub.add_parser("cost", help="step counts and the TH2 bound"), ctg=True, evm=True,
+           transform=True)
+    from .check_cli import add_check_parser
+
+    add_check_parser(sub)
+    return p
+
+
+def _read(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except (OSError, UnicodeDecodeError) as e:
+        raise UsageError(f"cannot read {path}: {getattr(e, 'strerror', None) or e}") from None
+
+
+def _json(text: str | None, what: str):
+    if text is None:
+        return None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise UsageError(f"{what}: not valid JSON ({e.msg} at position {e.pos}): {text!r}") from None
+
+
+def _load(args):
+    from .api import load
+
+    source = _read(args.file)
+    try:
+        return load(source, args.file)
+    except ChadError as e:
+        raise e.with_source(source)
+
+
+def cmd_run(args) -> int:
+    from .api import run
+    from .values import value_to_json
+
+    prog = _load(args)
+    d = prog.find(args.fn)
+    value, steps = run(prog, _json(args.args, "--args"), d.name)
+    out = value_to_json(d.result, value)
+    print(json.dumps({"value": out, "steps": steps}) if args.json else json.dumps(out))
+    return 0
+
+
+def cmd_grad(args) -> int:
+    from .api import vjp
+    from .cotangents import dense_to_json
+    from .values import value_to_json
+
+    prog = _load(args)
+    d = prog.find(args.fn)
+    value, backprop = vjp(prog, d.name, args.evm, args.transform)(*_arg_list(args, d))
+    grads = backprop(_ctg(args))
+    g = [dense_to_json(p.ty, x) for p, x in zip(d.params, grads)]
+    v = value_to_json(d.result, value)
+    if args.json:
+        print(json.dumps({"value": v, "gradient": g}))
+    else:
+        print(f"value: {json.dumps(v)}")
+        print(f"gradient: {json.dumps(g)}")
+    return 0
+
+
+def _ctg(args):
+    from .api import UNSET
+
+    return UNSET if args.ctg is None else _json(args.ctg, "--ctg")
+
+
+def _arg_list(args, d):
+    a = _json(args.args, "--args")
+    if not isinstance(a, list):
+        raise UsageError(f"--args: expected a JSON list of {len(d.params)} argument(s)")
+    return a
+
+
+def cmd_show(args) -> int:
+    from .deep import run_deep
+    from .target_printer import show_term
+    from .transform.registry import get_transform
+
+    prog = _load(args)
+    d = prog.find(args.fn)
+    spec = get_transform(args.transform)
+    term = run_deep(spec.forward_term, d)
+    params = ", ".join(f"{p.name} : {p.ty}" for p in d.params)
+    print(f"# {args.transform} CHAD of {d.name}({params}) : {d.result}")
+    print("# value: (primal result, backpropagator : D2[result] -> EVM Γ ())")
+    print(run_deep(show_term, term))
+    return 0
+
+
+def cmd_cost(args) -> int:
+    from .api import cost
+
+    prog = _load(args)
+    d = prog.find(args.fn)
+    r = cost(prog, _arg_list(args, d), _ctg(args), d.name, args.transform, args.evm)
+    if args.json:
+        print(json.dumps(r.as_json()))
+    else:
+        print(f"primal_steps: {r.primal_steps}")
+        print(f"gradient_steps: {r.gradient_steps}")
+        print(f"ctg_size: {r.ctg_size}")
+        print(f"params: {r.params}")
+        print(f"bound: {r.bound}  (= 5 + 34*{r.primal_steps} + {r.ctg_size} + 4*{r.params})")
+        print(f"holds: {'yes' if r.holds else 'NO'}")
+    return 0 if r.holds else 1
+
+
+COMMANDS = {"run": cmd_run, "grad": cmd_grad, "show": cmd_show, "cost": cmd_cost}
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        args = build_parser().parse_args(argv)
+        if args.command == "check":
+            from .check_cli import cmd_check
+
+            return cmd_check(args)
+        return COMMANDS[args.command](args)
+    except SystemExit as e:
+        return e.code if isinstance(e.code, int) else 2
+    except ChadError as e:
+        return _fail(str(e), 2)
+    except RecursionError:
+        return _fail("error: the program is nested too deeply to process", 2)
+    except KeyboardInterrupt:
+        return _fail("interrupted", 130)
+    except Exception as e:  # a bug, not bad input: still no traceback for the user
+        return _fail(f"internal error: {type(e).__name__}: {e} (please report this)", 2)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,91 @@
+"""Finite-difference helpers for gradient tests: central differences of the
+scalar <ctg, f(x)> with respect to every real leaf of the arguments."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from chad.types import ArrayT, Prod, Real, Sum, Type
+from chad.values import Inj
+
+
+def real_leaves(ty: Type, v, path=()):
+    """Paths to the real leaves of value v : ty."""
+    match ty:
+        case Real():
+            yield path
+        case Prod(a, b):
+            yield from real_leaves(a, v[0], path + (0,))
+            yield from real_leaves(b, v[1], path + (1,))
+        case Sum(a, b):
+            yield from real_leaves(a if v.side == 0 else b, v.value, path + ("inj",))
+        case ArrayT(e):
+            for i, x in enumerate(v):
+                yield from real_leaves(e, x, path + (i,))
+
+
+def get(v, path):
+    for p in path:
+        v = v.value if p == "inj" else v[p]
+    return v
+
+
+def perturb(ty: Type, v, path, h: float):
+    if not path:
+        return v + h
+    p, rest = path[0], path[1:]
+    match ty:
+        case Prod(a, b):
+            return (perturb(a, v[0], rest, h), v[1]) if p == 0 else (v[0], perturb(b, v[1], rest, h))
+        case Sum(a, b):
+            return Inj(v.side, perturb(a if v.side == 0 else b, v.value, rest, h))
+        case ArrayT(e):
+            if isinstance(v, np.ndarray):
+                w = v.copy()
+                w[p] = perturb(e, w[p], rest, h)
+                return w
+            return tuple(perturb(e, x, rest, h) if i == p else x for i, x in enumerate(v))
+    raise TypeError(ty)
+
+
+def pair_with(ty: Type, ctg, v) -> float | None:
+    """<ctg, v> for a dense-or-sparse ctg; None if v's sum side differs from ctg's."""
+    if ctg is None:
+        return 0.0
+    match ty:
+        case Real():
+            return float(ctg) * float(v)
+        case Prod(a, b):
+            x, y = pair_with(a, ctg[0], v[0]), pair_with(b, ctg[1], v[1])
+            return None if x is None or y is None else x + y
+        case Sum(a, b):
+            if ctg.side != v.side:
+                return None
+            return pair_with(a if v.side == 0 else b, ctg.value, v.value)
+        case ArrayT(e):
+            total = 0.0
+            for c, x in zip(ctg, v):
+                r = pair_with(e, c, x)
+                if r is None:
+                    return None
+                total += r
+            return total
+    return 0.0
+
+
+def fd_gradient(f, params, args, ctg, result_ty, h=1e-5):
+    """{(param index, path): derivative} by central differences, or None when the
+    program is not differentiable there (a sum side or branch flips)."""
+    out = {}
+    for i, p in enumerate(params):
+        for path in real_leaves(p.ty, args[i]):
+            vals = []
+            for s in (h, -h):
+                a2 = list(args)
+                a2[i] = perturb(p.ty, args[i], path, s)
+                r = pair_with(result_ty, ctg, f(a2))
+                if r is None:
+                    return None
+                vals.append(r)
+            out[(i, path)] = (vals[0] - vals[1]) / (2 * h)
+    return out
