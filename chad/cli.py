@@ -143,7 +143,8 @@ def cmd_show(args) -> int:
     term = run_deep(spec.forward_term, d)
     params = ", ".join(f"{p.name} : {p.ty}" for p in d.params)
     print(f"# {args.transform} CHAD of {d.name}({params}) : {d.result}")
-    print("# value: (primal result, backpropagator : D2[result] -> EVM Γ ())")
+    print(f"# {spec.description}")
+    print("# its value: (primal result, backpropagator)")
     print(run_deep(show_term, term))
     return 0
 
