@@ -1,19 +1,290 @@
-"""`chad check`: the complexity criterion over generated programs (issue 6)."""
+"""`chad check`: the complexity criterion over generated programs and over
+program families (issue 6; docs/complexity-checker.md).
+
+    chad check [--transform T[,T...]] [--evm E] [--programs N] [--max-depth D]
+               [--seed S] [--constants c,c',c''] [--features auto|first-order|all|...]
+               [--json] [--plot FILE.png]
+    chad check --family NAME [--transform T[,T...]] [--evm E] [--json] [--plot FILE.png]
+
+Generated programs: for each program the four numbers (primal steps, gradient
+steps, size(ctg), |Γ|) are recorded and the TH2-form bound
+gradient <= c' + c*primal + size(ctg) + c''*|Γ| is checked (default 34, 5, 4).
+A violation is shrunk by hypothesis and printed in surface syntax, with its
+numbers and the `chad cost` line reproducing it; the exit code is then 1. z3's
+optimiser reports the smallest c covering every observation (c', c'' fixed) and
+the jointly minimised (c, c', c''), next to the proved 34.
+
+Families: the step counts at each n, their exact fits as functions of n, and z3's
+verdict on "exists (c, c') bounding the family for all n": bounded (sat, with the
+smallest witness; exit 0) or refuted (unsat; exit 1).
+"""
 
 from __future__ import annotations
 
+import json
+import sys
+
+DEFAULT_PROGRAMS = 200
+DEFAULT_DEPTH = 5
+
 
 def add_check_parser(sub) -> None:
-    sp = sub.add_parser("check", help="check the complexity criterion on generated programs")
-    sp.add_argument("--transform", default="efficient", choices=("efficient", "naive"))
+    sp = sub.add_parser(
+        "check", help="check the complexity criterion on generated programs or a family",
+        description="Check gradient <= c' + c*primal + size(ctg) + c''*|params| on generated "
+                    "programs (shrinking a violation), or decide it for a program family with z3.")
+    sp.add_argument("--transform", default="efficient",
+                    help="transform(s) to check, comma-separated: efficient, naive, naive-ho "
+                         "(default efficient)")
     sp.add_argument("--evm", default="array", choices=("map", "array", "parallel", "spec"))
-    sp.add_argument("--programs", type=int, default=200)
-    sp.add_argument("--max-depth", type=int, default=6)
-    sp.add_argument("--seed", type=int, default=0)
-    sp.add_argument("--json", action="store_true")
+    sp.add_argument("--programs", type=int, default=DEFAULT_PROGRAMS, metavar="N",
+                    help=f"number of generated programs (default {DEFAULT_PROGRAMS})")
+    sp.add_argument("--max-depth", type=int, default=DEFAULT_DEPTH, metavar="D",
+                    help=f"maximum depth of a generated body (default {DEFAULT_DEPTH})")
+    sp.add_argument("--seed", type=int, default=0, metavar="S",
+                    help="seed of the generator; the run is deterministic given it (default 0)")
+    sp.add_argument("--constants", default="34,5,4", metavar="c,c1,c2",
+                    help="the bound's c, c' and c'' (default 34,5,4: the formalisation's)")
+    sp.add_argument("--features", default="auto",
+                    help="language of the generated programs: auto (everything the transform "
+                         "supports), first-order, or a comma list of arrays,functions")
+    sp.add_argument("--family", metavar="NAME",
+                    help="check a program family instead: op_fst, t_magic, nested_lambdas, "
+                         "build_index")
+    sp.add_argument("--json", action="store_true", help="a JSON summary on stdout")
+    sp.add_argument("--plot", metavar="FILE.png",
+                    help="plot gradient steps against primal steps (or against n for a family)")
+
+
+def _usage(msg: str):
+    from .errors import UsageError
+
+    return UsageError(msg)
+
+
+def _transforms(text: str) -> list[str]:
+    from costmodel.criterion import transform_names
+
+    names = [t.strip() for t in text.split(",") if t.strip()]
+    known = transform_names()
+    if not names:
+        raise _usage("--transform: no transform given")
+    for t in names:
+        if t not in known:
+            raise _usage(f"--transform: unknown transform {t!r} (choose from {', '.join(known)})")
+    return names
+
+
+def _features(text: str, transform: str) -> dict[str, bool]:
+    from costmodel.criterion import transform_features
+
+    supported = transform_features(transform)
+    if text == "auto":
+        return supported
+    if text in ("first-order", "none"):
+        return {k: False for k in supported}
+    wanted = {"arrays": False, "functions": False}
+    items = ["arrays", "functions"] if text == "all" else [x.strip() for x in text.split(",")]
+    for x in items:
+        if x not in wanted:
+            raise _usage(f"--features: unknown feature {x!r} (arrays, functions, all, "
+                         f"first-order, auto)")
+        if not supported.get(x):
+            raise _usage(f"--features: the {transform} transform (or this installation) "
+                         f"does not support {x}")
+        wanted[x] = True
+    return wanted
 
 
 def cmd_check(args) -> int:
-    from .errors import UsageError
+    from costmodel.criterion import Constants
 
-    raise UsageError("chad check is not available yet")
+    try:
+        constants = Constants.parse(args.constants)
+    except ValueError as e:
+        raise _usage(f"--constants: {e}") from None
+    transforms = _transforms(args.transform)
+    if args.plot is not None and not args.plot.lower().endswith(".png"):
+        raise _usage("--plot: the file name must end in .png")
+    if args.family is not None:
+        return _check_family(args, transforms, constants)
+    if args.programs < 1:
+        raise _usage("--programs must be at least 1")
+    if args.max_depth < 0:
+        raise _usage("--max-depth must not be negative")
+    return _check_programs(args, transforms, constants)
+
+
+# ----------------------------------------------------------------- generated programs
+
+
+def _check_programs(args, transforms, constants) -> int:
+    from costmodel.criterion import ProgressBar, run_check
+    from costmodel.fit import joint_fit, smallest_c
+
+    feats = {t: _features(args.features, t) for t in transforms}
+    results, reports = [], []
+    for t in transforms:
+        bar = ProgressBar(f"chad check {t}")
+        try:
+            r = run_check(t, args.evm, args.programs, args.max_depth, args.seed, constants,
+                          progress=bar, features=feats[t])
+        finally:
+            bar.close()
+        fit = smallest_c(r.observations, constants.c1, constants.c2) if r.observations else None
+        joint = joint_fit(r.observations) if r.observations else None
+        path = r.counterexample.write() if r.counterexample is not None else None
+        results.append((r, fit, joint, path))
+    if args.plot:
+        _plot_programs(args.plot, results, constants)
+    if args.json:
+        out = []
+        for r, fit, joint, path in results:
+            d = r.summary()
+            d["fitted"] = None if fit is None else fit.as_json()
+            d["joint"] = None if joint is None else joint.as_json()
+            d["counterexample"] = (None if r.counterexample is None
+                                   else r.counterexample.as_json(path))
+            d["observations"] = [o.as_row() for o in r.observations]
+            out.append(d)
+        print(json.dumps({"holds": all(r.holds for r, *_ in results), "results": out,
+                          "plot": args.plot}))
+    else:
+        for r, fit, joint, path in results:
+            reports.append(_report(args, r, fit, joint, path, constants))
+        print("\n\n".join(reports))
+        if args.plot:
+            print(f"\nplot written to {args.plot}")
+    return 0 if all(r.holds for r, *_ in results) else 1
+
+
+def _report(args, r, fit, joint, path, constants) -> str:
+    feats = ", ".join(f"{k} {'on' if v else 'off'}" for k, v in r.features.items())
+    obs = r.observations
+    lines = [f"chad check: {r.transform} transform, {r.evm} EVM, seed {r.seed}, "
+             f"max depth {r.max_depth} ({feats})"]
+    if obs:
+        lines.append(
+            f"  {r.generated} program(s) generated"
+            + (f" (+{len(obs) - r.generated} measured while shrinking)"
+               if len(obs) > r.generated else "")
+            + f": primal steps {min(o.primal_steps for o in obs)}..{max(o.primal_steps for o in obs)}, "
+            f"gradient steps {min(o.gradient_steps for o in obs)}.."
+            f"{max(o.gradient_steps for o in obs)}, gradient/primal up to {r.max_ratio:.1f}")
+    if fit is not None:
+        rel = "<=" if fit.c <= constants.c else ">"
+        lines.append(f"  z3 (Optimize): smallest c covering every observation, with c' = "
+                     f"{fit.c1}, c'' = {fit.c2}: c = {fit.c}   ({rel} {constants.c}, "
+                     f"the proved constant)")
+    if joint is not None:
+        lines.append(f"  z3 (Optimize): (c, c', c'') jointly minimised ({joint.objective}): "
+                     f"c = {joint.c}, c' = {joint.c1}, c'' = {joint.c2}")
+    if r.holds:
+        lines.append(f"  the bound {constants} holds on every program: no violation")
+    else:
+        lines.append("")
+        lines.append(r.counterexample.render(path))
+    return "\n".join(lines)
+
+
+def _plot_programs(path, results, constants) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 5))
+    colors = {"efficient": "tab:blue", "naive": "tab:orange", "naive-ho": "tab:red"}
+    pmax = 1
+    for r, fit, _joint, _path in results:
+        obs = r.observations
+        if not obs:
+            continue
+        ok = [o for o in obs if o.holds(constants)]
+        bad = [o for o in obs if not o.holds(constants)]
+        col = colors.get(r.transform, None)
+        ax.scatter([o.primal_steps for o in ok], [o.gradient_steps for o in ok], s=8,
+                   alpha=0.5, color=col, label=f"{r.transform} ({len(obs)} programs)")
+        if bad:
+            ax.scatter([o.primal_steps for o in bad], [o.gradient_steps for o in bad], s=30,
+                       marker="x", color="black", label=f"{r.transform}: violations ({len(bad)})")
+        pmax = max(pmax, max(o.primal_steps for o in obs))
+        if fit is not None:
+            xs = [1, pmax]
+            ax.plot(xs, [fit.c1 + fit.c * x + 1 + fit.c2 for x in xs], ":", color=col,
+                    label=f"{r.transform}: fitted c = {fit.c}")
+    xs = [1, pmax]
+    ax.plot(xs, [constants.bound(x, 1, 1) for x in xs], "k-",
+            label=f"bound {constants.c1} + {constants.c}·primal + size + {constants.c2}·|Γ| "
+                  f"(size = |Γ| = 1)")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("primal steps")
+    ax.set_ylabel("gradient steps")
+    ax.set_title("chad check: gradient vs primal steps")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+# ----------------------------------------------------------------- families
+
+
+def _check_family(args, transforms, constants) -> int:
+    from costmodel.families import FAMILIES, study
+
+    fam = FAMILIES.get(args.family)
+    if fam is None:
+        raise _usage(f"--family: unknown family {args.family!r} (choose from "
+                     f"{', '.join(FAMILIES)})")
+    if not fam.available():
+        raise _usage(fam.why_unavailable())
+    for t in transforms:
+        if t not in fam.transforms:
+            raise _usage(f"--family {fam.name}: the {t} transform does not apply "
+                         f"(use {', '.join(fam.transforms)})")
+    results = [study(fam, t, args.evm, constants) for t in transforms]
+    if args.plot:
+        _plot_family(args.plot, results)
+    if args.json:
+        print(json.dumps({"family": fam.name, "results": [r.as_json() for r in results],
+                          "plot": args.plot}))
+    else:
+        print("\n\n".join(r.render() for r in results))
+        if args.plot:
+            print(f"\nplot written to {args.plot}")
+    return 0 if all(r.status == "bounded" for r in results) else 1
+
+
+def _plot_family(path, results) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 5))
+    for r in results:
+        ns = list(r.ns)
+        ax.plot(ns, [o.gradient_steps for o in r.points], "o-",
+                label=f"{r.transform}: gradient ({r.status})")
+        ax.plot(ns, [o.bound(r.constants) for o in r.points], "--",
+                label=f"{r.transform}: bound {r.constants.c1} + {r.constants.c}·primal + "
+                      f"size + {r.constants.c2}·|Γ|")
+    if results:
+        ax.plot(list(results[0].ns), [o.primal_steps for o in results[0].points], "k.-",
+                label="primal")
+        ax.set_title(f"family {results[0].family.name}")
+    ax.set_yscale("log")
+    ax.set_xlabel("n")
+    ax.set_ylabel("steps")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    from .cli import main
+
+    sys.exit(main(["check"] + sys.argv[1:]))

@@ -1,69 +1,235 @@
 """Hypothesis strategies for well-typed programs, their arguments and sparse
 cotangents (public API for research users).
 
+    from hypothesis import given
     from costmodel.generators import programs
+
     @given(programs(max_depth=4))
-    def test(case): case.defn, case.args, case.ctg
+    def test(case):
+        case.defn, case.args, case.ctg       # a typed core def, its arguments,
+        case.program, case.source()          # a (sparse) output cotangent
 
 Programs are typed core terms (every node has `.ty`), built directly so they need
 neither parser nor checker; `GenCase.source()` prints them in surface syntax.
-First-order with sums (pairs, sums, `sign`-based case, lets, every scalar
-primitive); size and depth are parameters; hypothesis shrinks towards small
-programs (literals and variables first).
+
+The language covered is switched by flags:
+
+  * always: R, Z, (), pairs, sums, Bool; let, case (on any sum, on `sign e`, on a
+    comparison: `if`), fst/snd (also as projection paths out of a variable, the
+    shape naive CHAD pays for), the scalar primitives (+ * - on R and Z, sin, cos,
+    tanh, toreal, comparisons), literals;
+  * `arrays=True`: parameters and results of type Array T; `build n (\\i -> e)`,
+    `a ! k` (indices always in range: lengths are tracked), `length a`, `sum a`,
+    `map (\\x -> e) a`, `fold (\\p -> fst p + snd p) a` (needs chad.arrays);
+  * `functions=True`: `let f = \\x -> e in ... f a ...`, immediate applications
+    `(\\x -> e) a`, and a helper def called from the main one (needs
+    chad.functions).
+
+`available_features()` says which of these the installed project supports, and
+`language_programs(...)` is `programs(...)` with every available feature on.
+
+Size and shape: `max_depth` bounds the term depth, `max_size` the number of term
+nodes, `max_params` the number of parameters and `type_depth` the depth of their
+types. Hypothesis shrinks towards small programs: every choice lists its simplest
+alternative first (a variable, a literal), parameters and types shrink to `R`,
+and literal values to small round numbers, so a shrunk counterexample is short.
 """
 
 from __future__ import annotations
 
+import functools
+import json
 import math
 from typing import Any
 
-from attrs import frozen
+from attrs import field, frozen
 from hypothesis import strategies as st
 
 from chad.primitives import PRIMITIVES, SIGN_T
 from chad.terms import (
-    Case, Def, Fst, Inl, Inr, Let, Param, Pair, Prim, Program, Snd, Unit, Var,
+    Ann, App, Build, Call, Case, Def, Fold, Fst, Index, Inl, Inr, Lam, Length, Let,
+    MapA, Pair, Param, Prim, Program, Snd, Term, Unit, Var,
 )
-from chad.types import BOOL, UNIT, Int, Prod, R, Real, Sum, Type, UnitT, Z
+from chad.types import BOOL, UNIT, ArrayT, Fun, Int, Prod, R, Real, Sum, Type, UnitT, Z
 from chad.values import Inj
 
 # Unary real primitives that are total and tame on the inputs we generate.
 SAFE_UNARY = ("NEG", "SIN", "COS", "TANH")
+COMPARISONS = ("LT", "LE", "GT", "GE", "EQ")
+REAL_LITERALS = (1.0, 0.5, 2.0, 1.5, 0.25, 3.0)
 
 
+# ----------------------------------------------------------------- features
+def arrays_available() -> bool:
+    """True when chad.arrays registers build/index/fold with the evaluator and
+    the efficient transform (issue 4 landed)."""
+    try:
+        from chad.transform import efficient
+        from costmodel.evaluate import RULES
+
+        rules = getattr(efficient, "RULES", {})
+        return Build in RULES and Index in RULES and Build in rules and Index in rules
+    except Exception:  # pragma: no cover - defensive: a half-written extension
+        return False
+
+
+def functions_available() -> bool:
+    """True when chad.functions lets the efficient transform differentiate
+    lambdas and applications (issue 5 landed)."""
+    try:
+        from chad.transform import efficient
+
+        rules = getattr(efficient, "RULES", {})
+        return Lam in rules and App in rules
+    except Exception:  # pragma: no cover
+        return False
+
+
+def available_features() -> dict[str, bool]:
+    return {"arrays": arrays_available(), "functions": functions_available()}
+
+
+# ----------------------------------------------------------------- generated cases
 @frozen
 class GenCase:
-    """A generated program with arguments and a (sparse) output cotangent."""
+    """A generated program with arguments and a (sparse) output cotangent.
+
+    `defn` is the def differentiated (the last of the program); `helpers` are the
+    defs above it (only with functions=True). `args` are Python values (floats,
+    ints, None, tuples for pairs, `Inj` for sums, tuples for arrays), `ctg` a
+    sparse cotangent (None is the sparse zero of a pair, sum or array).
+    """
 
     defn: Def
     args: tuple
     ctg: Any
     value: Any = None
+    helpers: tuple = field(default=(), kw_only=True)
 
     @property
     def program(self) -> Program:
-        return Program((self.defn,))
+        return Program(tuple(self.helpers) + (self.defn,))
 
     def source(self) -> str:
-        from chad.printer import print_program
+        """The program in surface syntax (chad.printer; a built-in printer for the
+        generated forms while chad.printer is not available)."""
+        try:
+            from chad.printer import print_program
+        except ImportError:
+            return print_surface(self.program)
+        return print_program(annotate_injections(self.program))
 
-        return print_program(self.program)
+    def args_json(self) -> list:
+        from chad.values import value_to_json
+
+        return [value_to_json(p.ty, a) for p, a in zip(self.defn.params, self.args)]
+
+    def ctg_json(self):
+        return ctg_to_json(self.defn.result, self.ctg)
+
+    def command(self, path: str, transform: str = "efficient", evm: str = "array",
+                extra: str = "") -> str:
+        """The `chad cost` command line reproducing this case from `path`."""
+        import shlex
+
+        parts = ["chad", "cost", path, "--args", json.dumps(self.args_json()),
+                 "--ctg", json.dumps(self.ctg_json()), "--transform", transform,
+                 "--evm", evm]
+        return " ".join(shlex.quote(p) for p in parts) + extra
+
+
+def ctg_to_json(ty: Type, ct):
+    """The sparse cotangent JSON of LANGUAGE.md (null keeps a zero sparse)."""
+    match ty:
+        case Real():
+            return float(ct) if ct is not None else 0.0
+        case Int() | UnitT() | Fun():
+            return None
+        case Prod(a, b):
+            if ct is None:
+                return None
+            return [ctg_to_json(a, ct[0]), ctg_to_json(b, ct[1])]
+        case Sum(UnitT(), UnitT()):
+            return None
+        case Sum(a, b):
+            if ct is None:
+                return None
+            return {("inl", "inr")[ct.side]: ctg_to_json(a if ct.side == 0 else b, ct.value)}
+        case ArrayT(e):
+            if ct is None:
+                return None
+            return [ctg_to_json(e, x) for x in ct]
+    raise TypeError(f"cannot encode a cotangent of {ty}")
 
 
 # ----------------------------------------------------------------- types
-def types(max_depth: int = 2) -> st.SearchStrategy[Type]:
+@functools.lru_cache(maxsize=None)
+def types(max_depth: int = 2, arrays: bool = False) -> st.SearchStrategy[Type]:
+    """First-order types; `R` first so that types shrink to R."""
     base = st.sampled_from([R, R, R, Z, UNIT])
     if max_depth <= 0:
         return base
-    return st.one_of(
-        base,
-        st.builds(Prod, types(max_depth - 1), types(max_depth - 1)),
-        st.builds(Sum, types(max_depth - 1), types(max_depth - 1)),
-    )
+    sub = types(max_depth - 1, arrays)
+    forms = [base, st.builds(Prod, sub, sub), st.builds(Sum, sub, sub)]
+    if arrays:
+        forms.append(st.builds(ArrayT, types(max_depth - 1, False)))
+    return st.one_of(*forms)
+
+
+@functools.lru_cache(maxsize=None)
+def wide_types(max_depth: int = 3, arrays: bool = False) -> st.SearchStrategy[Type]:
+    """Types biased towards large products and sums (the shapes whose dense zeros
+    and one-hots naive CHAD pays for), still shrinking to R."""
+    if max_depth <= 0:
+        return st.sampled_from([R, R, Z, UNIT])
+    sub = wide_types(max_depth - 1, arrays)
+    forms = [st.just(R), st.builds(Prod, sub, sub), st.builds(Prod, sub, sub),
+             st.builds(Sum, sub, sub)]
+    if arrays:
+        forms.append(st.builds(ArrayT, types(max_depth - 1, False)))
+    return st.one_of(*forms)
+
+
+@functools.lru_cache(maxsize=None)
+def tuple_types(max_components: int = 48, arrays: bool = False) -> st.SearchStrategy[Type]:
+    """Right-nested tuples `T1 * (T2 * (... * Tk))` of 1..max_components small
+    components: large records, the contexts whose dense cotangents make naive
+    CHAD's zeros, one-hots and environment sums expensive (seed 000 §4, Table 1).
+    k shrinks towards 1, so a shrunk counterexample has the fewest components
+    that still break the bound."""
+
+    def build(parts):
+        t = parts[-1]
+        for p in reversed(parts[:-1]):
+            t = Prod(p, t)
+        return t
+
+    return st.integers(1, max_components).flatmap(
+        lambda k: st.lists(types(0), min_size=k, max_size=k)).map(build)
+
+
+def type_size(ty: Type) -> int:
+    match ty:
+        case Prod(a, b) | Sum(a, b) | Fun(a, b):
+            return 1 + type_size(a) + type_size(b)
+        case ArrayT(e):
+            return 1 + type_size(e)
+    return 1
 
 
 # ----------------------------------------------------------------- values
-def values_of(ty: Type) -> st.SearchStrategy:
+BULK_LEAVES = 8  # types with more leaves get their values from one drawn seed
+
+
+@functools.lru_cache(maxsize=4096)
+def values_of(ty: Type, lengths: tuple[int, int] = (1, 4)) -> st.SearchStrategy:
+    """Values of a first-order type (arrays: tuples of length in `lengths`).
+
+    Values of large types (more than BULK_LEAVES leaves: big records) come from
+    one drawn integer through a pseudo-random generator, which keeps hypothesis's
+    choice sequence, and so its shrinking, short; seed 0 gives 1.0 everywhere."""
+    if type_size(ty) > 2 * BULK_LEAVES:
+        return st.integers(0, 2**20).map(lambda s: _pseudo_value(ty, s, lengths))
     match ty:
         case Real():
             return st.floats(-2.0, 2.0, allow_nan=False).map(lambda x: round(x, 3))
@@ -72,15 +238,21 @@ def values_of(ty: Type) -> st.SearchStrategy:
         case UnitT():
             return st.none()
         case Prod(a, b):
-            return st.tuples(values_of(a), values_of(b))
+            return st.tuples(values_of(a, lengths), values_of(b, lengths))
         case Sum(a, b):
-            return st.one_of(values_of(a).map(lambda v: Inj(0, v)),
-                             values_of(b).map(lambda v: Inj(1, v)))
+            return st.one_of(values_of(a, lengths).map(lambda v: Inj(0, v)),
+                             values_of(b, lengths).map(lambda v: Inj(1, v)))
+        case ArrayT(e):
+            return st.lists(values_of(e, lengths), min_size=lengths[0],
+                            max_size=lengths[1]).map(tuple)
     raise NotImplementedError(str(ty))
 
 
 def sparse_ctgs(ty: Type, value) -> st.SearchStrategy:
-    """Cotangents for `value : ty`, pairs and sums sometimes the sparse zero."""
+    """Cotangents for `value : ty`, pairs, sums and arrays sometimes the sparse zero
+    (large types: from one drawn seed, as values_of; seed 0 is the sparse zero)."""
+    if type_size(ty) > 2 * BULK_LEAVES:
+        return st.integers(0, 2**20).map(lambda s: _pseudo_ctg(ty, value, s))
     match ty:
         case Real():
             return st.floats(-2.0, 2.0, allow_nan=False).map(lambda x: round(x, 3))
@@ -93,167 +265,646 @@ def sparse_ctgs(ty: Type, value) -> st.SearchStrategy:
             inner = a if value.side == 0 else b
             return st.one_of(st.none(), sparse_ctgs(inner, value.value).map(
                 lambda c: Inj(value.side, c)))
+        case ArrayT(e):
+            return st.one_of(st.none(), st.tuples(*[sparse_ctgs(e, x) for x in value])
+                             .map(list))
     raise NotImplementedError(str(ty))
 
 
+def _pseudo_value(ty: Type, seed: int, lengths=(1, 4)):
+    import random
+
+    rng = random.Random(seed)
+
+    def go(t):
+        match t:
+            case Real():
+                return 1.0 if seed == 0 else rng.choice(REAL_LITERALS + (-1.0, -0.5))
+            case Int():
+                return 1 if seed == 0 else rng.randint(-3, 3)
+            case UnitT():
+                return None
+            case Prod(a, b):
+                return (go(a), go(b))
+            case Sum(a, b):
+                side = 0 if seed == 0 else rng.randint(0, 1)
+                return Inj(side, go(a if side == 0 else b))
+            case ArrayT(e):
+                n = lengths[0] if seed == 0 else rng.randint(*lengths)
+                return tuple(go(e) for _ in range(n))
+        raise NotImplementedError(str(t))
+
+    return go(ty)
+
+
+def _pseudo_ctg(ty: Type, value, seed: int):
+    import random
+
+    rng = random.Random(seed)
+
+    def go(t, v):
+        match t:
+            case Real():
+                return rng.choice(REAL_LITERALS)
+            case Int() | UnitT():
+                return None
+            case Prod(a, b):
+                return None if rng.random() < 0.3 else (go(a, v[0]), go(b, v[1]))
+            case Sum(a, b):
+                if rng.random() < 0.3:
+                    return None
+                return Inj(v.side, go(a if v.side == 0 else b, v.value))
+            case ArrayT(e):
+                return None if rng.random() < 0.3 else [go(e, x) for x in v]
+        raise NotImplementedError(str(t))
+
+    return None if seed == 0 and not isinstance(ty, Real) else go(ty, value)
+
+
 # ----------------------------------------------------------------- terms
+@functools.lru_cache(maxsize=None)
+def _index(n: int) -> st.SearchStrategy[int]:
+    return st.integers(0, n - 1)
+
+
+_BOOLS = st.booleans()
+
+
+@frozen
+class Binding:
+    """A variable in scope. `length`: the known length of an array variable;
+    `bound`: an index variable ranging over [0, bound)."""
+
+    name: str
+    ty: Type
+    length: int | None = None
+    bound: int | None = None
+
+
+def _bindings(ctx) -> list[Binding]:
+    return [b if isinstance(b, Binding) else Binding(b[0], b[1]) for b in ctx]
+
+
+def _paths(ty: Type, want: Type, depth: int):
+    """Projection paths (tuples of 0 = fst, 1 = snd) from ty to want."""
+    if depth > 0 and isinstance(ty, Prod):
+        for side, sub in ((0, ty.left), (1, ty.right)):
+            if sub == want:
+                yield (side,)
+            for p in _paths(sub, want, depth - 1):
+                yield (side,) + p
+
+
 class _Gen:
-    def __init__(self, draw, max_depth: int):
+    """One program's generation state (fresh names, node budget)."""
+
+    def __init__(self, draw, max_depth: int, *, max_size: int | None = None,
+                 arrays: bool = False, functions: bool = False, helpers=()):
         self.draw = draw
         self.max_depth = max_depth
+        self.max_size = max_size
+        self.arrays = arrays
+        self.functions = functions
+        self.helpers = list(helpers)
         self.counter = 0
+        self.nodes = 0
 
-    def fresh(self) -> str:
+    def pick(self, seq):
+        """One element of seq; shrinks towards the first."""
+        seq = list(seq)
+        return seq[self.draw(_index(len(seq)))] if len(seq) > 1 else seq[0]
+
+    def fresh(self, base: str = "v") -> str:
         self.counter += 1
-        return f"v{self.counter}"
+        return f"{base}{self.counter}"
 
-    def term(self, ctx: list[tuple[str, Type]], ty: Type, depth: int):
-        draw = self.draw
-        vars_ = [n for n, t in reversed(ctx) if t == ty]
-        # Visible names only (a later binder shadows an earlier one).
-        seen, visible = set(), []
-        for n, t in reversed(ctx):
-            if n not in seen:
-                seen.add(n)
-                if t == ty:
-                    visible.append(n)
-        vars_ = visible
-        leaf = depth >= self.max_depth
-        choices = []
-        if vars_:
+    def visible(self, ctx: list[Binding]) -> list[Binding]:
+        seen, out = set(), []
+        for b in reversed(ctx):
+            if b.name not in seen:
+                seen.add(b.name)
+                out.append(b)
+        return out
+
+    def subtype(self) -> Type:
+        return self.draw(types(1, self.arrays))
+
+    # the entry point ------------------------------------------------------
+    def term(self, ctx: list[Binding], ty: Type, depth: int) -> Term:
+        self.nodes += 1
+        vis = self.visible(ctx)
+        leaf = depth >= self.max_depth or (self.max_size is not None
+                                           and self.nodes >= self.max_size)
+        choices: list[str] = []
+        if any(b.ty == ty for b in vis):
             choices.append("var")
-        choices.extend(self._intro_forms(ty))
+        if any(True for b in vis for _ in _paths(b.ty, ty, 4)):
+            choices.append("proj")
+        choices.extend(self._intro_forms(ty, vis, leaf))
         if not leaf:
             choices.extend(["let", "case", "sign", "fst", "snd"])
-            choices.extend(self._compound_forms(ty))
-        kind = draw(st.sampled_from(choices))
-        return getattr(self, "k_" + kind)(ctx, ty, depth, vars_)
+            if any(isinstance(b.ty, Sum) for b in vis):
+                choices.append("casevar")
+            choices.extend(self._compound_forms(ty, vis))
+        kind = self.pick((choices))
+        return getattr(self, "k_" + kind)(ctx, ty, depth, vis)
 
-    def _intro_forms(self, ty):
+    def _intro_forms(self, ty, vis, leaf):
         match ty:
             case Real():
                 return ["lit"]
             case Int():
-                return ["ilit"]
+                forms = ["ilit"]
+                if any(b.bound is not None for b in vis):
+                    forms.append("ivar")
+                return forms
             case UnitT():
                 return ["unit"]
             case Prod():
                 return ["pair"]
             case Sum():
                 return ["inj"]
+            case ArrayT():
+                return [] if leaf else ["build"]
         return []
 
-    def _compound_forms(self, ty):
+    def _compound_forms(self, ty, vis):
+        forms: list[str] = []
         match ty:
             case Real():
-                return ["binop", "binop", "unop"]
+                forms += ["binop", "binop", "unop", "toreal"]
+                if self.arrays:
+                    forms += ["index", "sum", "fold"]
             case Int():
-                return ["ibinop"]
-        return []
+                forms += ["ibinop"]
+                if self.arrays:
+                    forms += ["length"]
+            case ArrayT():
+                forms += ["map"] if self.arrays else []
+        if ty == BOOL:
+            forms.append("cmp")
+        if not isinstance(ty, (Real, ArrayT)) and self.arrays:
+            forms.append("index")
+        forms.append("if")
+        if self.functions:
+            forms += ["app", "letfun"]
+            if any(isinstance(b.ty, Fun) and b.ty.res == ty for b in vis):
+                forms.append("appvar")
+            if any(h.result == ty for h in self.helpers):
+                forms.append("call")
+        return forms
 
-    # leaves and introductions
-    def k_var(self, ctx, ty, depth, vars_):
-        return Var(self.draw(st.sampled_from(vars_)), ty=ty)
+    # leaves and introductions ------------------------------------------------
+    def k_var(self, ctx, ty, depth, vis):
+        b = self.pick(([b for b in vis if b.ty == ty]))
+        return Var(b.name, ty=ty)
 
-    def k_lit(self, ctx, ty, depth, vars_):
-        c = self.draw(st.sampled_from([0.5, 1.0, 2.0, 1.5, 0.25, 3.0]))
+    def k_ivar(self, ctx, ty, depth, vis):
+        b = self.pick(([b for b in vis if b.bound is not None]))
+        return Var(b.name, ty=Z)
+
+    def k_proj(self, ctx, ty, depth, vis):
+        options = [(b, p) for b in vis for p in _paths(b.ty, ty, 4)]
+        b, path = self.pick((options))
+        t: Term = Var(b.name, ty=b.ty)
+        for side in path:
+            cur = t.ty
+            t = (Fst(t, ty=cur.left) if side == 0 else Snd(t, ty=cur.right))
+        return t
+
+    def k_lit(self, ctx, ty, depth, vis):
+        c = self.pick((REAL_LITERALS))
         return Prim("LIT", Unit(ty=UNIT), c, ty=R)
 
-    def k_ilit(self, ctx, ty, depth, vars_):
-        return Prim("ILIT", Unit(ty=UNIT), self.draw(st.integers(0, 3)), ty=Z)
+    def k_ilit(self, ctx, ty, depth, vis):
+        return Prim("ILIT", Unit(ty=UNIT), self.draw(_index(4)), ty=Z)
 
-    def k_unit(self, ctx, ty, depth, vars_):
+    def k_unit(self, ctx, ty, depth, vis):
         return Unit(ty=UNIT)
 
-    def k_pair(self, ctx, ty, depth, vars_):
-        return Pair(self.term(ctx, ty.left, depth + 1), self.term(ctx, ty.right, depth + 1), ty=ty)
+    def k_pair(self, ctx, ty, depth, vis):
+        return Pair(self.term(ctx, ty.left, depth + 1), self.term(ctx, ty.right, depth + 1),
+                    ty=ty)
 
-    def k_inj(self, ctx, ty, depth, vars_):
-        if self.draw(st.booleans()):
-            return Inl(self.term(ctx, ty.left, depth + 1), ty=ty)
-        return Inr(self.term(ctx, ty.right, depth + 1), ty=ty)
+    def k_inj(self, ctx, ty, depth, vis):
+        if self.draw(_BOOLS):
+            return Inr(self.term(ctx, ty.right, depth + 1), ty=ty)
+        return Inl(self.term(ctx, ty.left, depth + 1), ty=ty)
 
-    # eliminations and binders
-    def k_binop(self, ctx, ty, depth, vars_):
-        op = self.draw(st.sampled_from(["ADD", "MUL"]))
+    # scalar operations ----------------------------------------------------------
+    def k_binop(self, ctx, ty, depth, vis):
+        op = self.pick((["ADD", "MUL"]))
         return Prim(op, Pair(self.term(ctx, R, depth + 1), self.term(ctx, R, depth + 1),
                              ty=Prod(R, R)), ty=R)
 
-    def k_ibinop(self, ctx, ty, depth, vars_):
-        op = self.draw(st.sampled_from(["IADD", "IMUL"]))
+    def k_ibinop(self, ctx, ty, depth, vis):
+        op = self.pick((["IADD", "IMUL"]))
         return Prim(op, Pair(self.term(ctx, Z, depth + 1), self.term(ctx, Z, depth + 1),
                              ty=Prod(Z, Z)), ty=Z)
 
-    def k_unop(self, ctx, ty, depth, vars_):
-        op = self.draw(st.sampled_from(SAFE_UNARY))
+    def k_unop(self, ctx, ty, depth, vis):
+        op = self.pick((SAFE_UNARY))
         return Prim(op, self.term(ctx, R, depth + 1), ty=R)
 
-    def k_let(self, ctx, ty, depth, vars_):
-        sigma = self.draw(types(1))
+    def k_toreal(self, ctx, ty, depth, vis):
+        return Prim("TOREAL", self.term(ctx, Z, depth + 1), ty=R)
+
+    def k_cmp(self, ctx, ty, depth, vis):
+        op = self.pick((COMPARISONS))
+        base = self.pick(([R, Z]))
+        name = op if base == R else "I" + op
+        return Prim(name, Pair(self.term(ctx, base, depth + 1), self.term(ctx, base, depth + 1),
+                               ty=Prod(base, base)), ty=BOOL)
+
+    # binders and eliminations ----------------------------------------------------
+    def k_let(self, ctx, ty, depth, vis):
+        sigma = self.subtype()
         name = self.fresh()
-        rhs = self.term(ctx, sigma, depth + 1)
-        body = self.term(ctx + [(name, sigma)], ty, depth + 1)
+        if isinstance(sigma, ArrayT):
+            rhs, n = self.array_term(ctx, sigma.elem, depth + 1)
+            b = Binding(name, sigma, length=n)
+        else:
+            rhs = self.term(ctx, sigma, depth + 1)
+            b = Binding(name, sigma)
+        body = self.term(ctx + [b], ty, depth + 1)
         return Let(name, rhs, body, ty=ty)
 
-    def k_case(self, ctx, ty, depth, vars_):
+    def k_case(self, ctx, ty, depth, vis):
         a, b = self.draw(types(1)), self.draw(types(1))
         scrut = self.term(ctx, Sum(a, b), depth + 1)
-        x, y = self.fresh(), self.fresh()
-        return Case(scrut, x, self.term(ctx + [(x, a)], ty, depth + 1),
-                    y, self.term(ctx + [(y, b)], ty, depth + 1), ty=ty)
+        return self._case_on(ctx, scrut, ty, depth)
 
-    def k_sign(self, ctx, ty, depth, vars_):
+    def k_casevar(self, ctx, ty, depth, vis):
+        v = self.pick(([b for b in vis if isinstance(b.ty, Sum)]))
+        return self._case_on(ctx, Var(v.name, ty=v.ty), ty, depth)
+
+    def _case_on(self, ctx, scrut, ty, depth):
+        a, b = scrut.ty.left, scrut.ty.right
+        x, y = self.fresh(), self.fresh()
+        return Case(scrut, x, self.term(ctx + [Binding(x, a)], ty, depth + 1),
+                    y, self.term(ctx + [Binding(y, b)], ty, depth + 1), ty=ty)
+
+    def k_if(self, ctx, ty, depth, vis):
+        """if a < b then e1 else e2 (a case on a comparison)."""
+        cond = self.k_cmp(ctx, BOOL, depth, vis)
+        x, y = self.fresh("u"), self.fresh("u")
+        return Case(cond, x, self.term(ctx + [Binding(x, UNIT)], ty, depth + 1),
+                    y, self.term(ctx + [Binding(y, UNIT)], ty, depth + 1), ty=ty)
+
+    def k_sign(self, ctx, ty, depth, vis):
         """case sign e of { inl s -> case s of {...} | inr z -> ... }"""
         e = self.term(ctx, R, depth + 1)
         s, n, p, z = self.fresh(), self.fresh(), self.fresh(), self.fresh()
-        inner = Case(Var(s, ty=BOOL), n, self.term(ctx + [(s, BOOL), (n, UNIT)], ty, depth + 1),
-                     p, self.term(ctx + [(s, BOOL), (p, UNIT)], ty, depth + 1), ty=ty)
+        sb = Binding(s, BOOL)
+        inner = Case(Var(s, ty=BOOL), n, self.term(ctx + [sb, Binding(n, UNIT)], ty, depth + 1),
+                     p, self.term(ctx + [sb, Binding(p, UNIT)], ty, depth + 1), ty=ty)
         return Case(Prim("SIGN", e, ty=SIGN_T), s, inner,
-                    z, self.term(ctx + [(z, UNIT)], ty, depth + 1), ty=ty)
+                    z, self.term(ctx + [Binding(z, UNIT)], ty, depth + 1), ty=ty)
 
-    def k_fst(self, ctx, ty, depth, vars_):
+    def k_fst(self, ctx, ty, depth, vis):
         other = self.draw(types(1))
         return Fst(self.term(ctx, Prod(ty, other), depth + 1), ty=ty)
 
-    def k_snd(self, ctx, ty, depth, vars_):
+    def k_snd(self, ctx, ty, depth, vis):
         other = self.draw(types(1))
         return Snd(self.term(ctx, Prod(other, ty), depth + 1), ty=ty)
 
+    # arrays -----------------------------------------------------------------------
+    def array_term(self, ctx, elem: Type, depth: int) -> tuple[Term, int]:
+        """A term of type Array elem with its (statically known) length."""
+        self.nodes += 1
+        aty = ArrayT(elem)
+        vis = self.visible(ctx)
+        known = [b for b in vis if b.ty == aty and b.length is not None]
+        leaf = depth >= self.max_depth or (self.max_size is not None
+                                           and self.nodes >= self.max_size)
+        choices = ["var"] if known else []
+        if not leaf or not known:
+            choices += ["build"]
+        if not leaf:
+            choices += ["map"]
+        kind = self.pick((choices))
+        if kind == "var":
+            b = self.pick((known))
+            return Var(b.name, ty=aty), b.length
+        if kind == "build":
+            n = 1 + self.draw(_index(3))
+            i = self.fresh("i")
+            body = self.term(ctx + [Binding(i, Z, bound=n)], elem, depth + 1)
+            return Build(Prim("ILIT", Unit(ty=UNIT), n, ty=Z), i, body, ty=aty), n
+        src_elem = self.pick(([R, elem]))
+        arr, n = self.array_term(ctx, src_elem, depth + 1)
+        x = self.fresh("x")
+        body = self.term(ctx + [Binding(x, src_elem)], elem, depth + 1)
+        return MapA(x, body, arr, ty=aty), n
+
+    def k_build(self, ctx, ty, depth, vis):
+        return self.array_term(ctx, ty.elem, depth)[0]
+
+    def k_map(self, ctx, ty, depth, vis):
+        return self.array_term(ctx, ty.elem, depth)[0]
+
+    def k_index(self, ctx, ty, depth, vis):
+        arr, n = self.array_term(ctx, ty, depth + 1)
+        idx_vars = [b for b in vis if b.bound is not None and b.bound <= n]
+        if idx_vars and self.draw(_BOOLS):
+            idx = Var(self.pick((idx_vars)).name, ty=Z)
+        else:
+            idx = Prim("ILIT", Unit(ty=UNIT), self.draw(_index(n)), ty=Z)
+        return Index(arr, idx, ty=ty)
+
+    def k_sum(self, ctx, ty, depth, vis):
+        arr, _ = self.array_term(ctx, R, depth + 1)
+        return Prim("SUM", arr, ty=R)
+
+    def k_length(self, ctx, ty, depth, vis):
+        elem = self.draw(types(0))
+        arr, _ = self.array_term(ctx, elem, depth + 1)
+        return Length(arr, ty=Z)
+
+    def k_fold(self, ctx, ty, depth, vis):
+        arr, _ = self.array_term(ctx, R, depth + 1)
+        p = self.fresh("p")
+        pv = Var(p, ty=Prod(R, R))
+        op = self.pick((["ADD", "MUL"]))
+        body = Prim(op, Pair(Fst(pv, ty=R), Snd(pv, ty=R), ty=Prod(R, R)), ty=R)
+        return Fold(p, body, arr, ty=R)
+
+    # functions ---------------------------------------------------------------------
+    def _lambda(self, ctx, arg: Type, res: Type, depth: int) -> Lam:
+        x = self.fresh("y")
+        body = self.term(ctx + [Binding(x, arg)], res, depth + 1)
+        return Lam(x, arg, body, None, ty=Fun(arg, res))
+
+    def k_app(self, ctx, ty, depth, vis):
+        """(\\y -> e) a"""
+        arg = self.draw(types(1))
+        fn = self._lambda(ctx, arg, ty, depth)
+        return App(fn, self.term(ctx, arg, depth + 1), ty=ty)
+
+    def k_letfun(self, ctx, ty, depth, vis):
+        """let f = \\y -> e in b   (b applies f, possibly more than once)"""
+        arg = self.draw(types(1))
+        fn = self._lambda(ctx, arg, ty, depth)
+        f = self.fresh("f")
+        body = self.term(ctx + [Binding(f, fn.ty)], ty, depth + 1)
+        return Let(f, fn, body, ty=ty)
+
+    def k_appvar(self, ctx, ty, depth, vis):
+        b = self.pick(([b for b in vis
+                                       if isinstance(b.ty, Fun) and b.ty.res == ty]))
+        return App(Var(b.name, ty=b.ty), self.term(ctx, b.ty.arg, depth + 1), ty=ty)
+
+    def k_call(self, ctx, ty, depth, vis):
+        h = self.pick(([h for h in self.helpers if h.result == ty]))
+        args = tuple(self.term(ctx, p.ty, depth + 1) for p in h.params)
+        return Call(h.name, args, ty=ty)
+
 
 @st.composite
-def terms_in(draw, ctx: list[tuple[str, Type]], ty: Type, max_depth: int = 4):
-    """A typed term of type ty in context ctx (list of (name, type))."""
-    return _Gen(draw, max_depth).term(list(ctx), ty, 0)
+def terms_in(draw, ctx: list, ty: Type, max_depth: int = 4, *, max_size: int | None = None,
+             arrays: bool = False, functions: bool = False):
+    """A typed term of type ty in context ctx (a list of (name, type) pairs or
+    Bindings)."""
+    return _Gen(draw, max_depth, max_size=max_size, arrays=arrays,
+                functions=functions).term(_bindings(ctx), ty, 0)
 
 
 @st.composite
 def programs(draw, max_depth: int = 4, max_params: int = 3, result: Type | None = None,
-             param_types: st.SearchStrategy | None = None) -> GenCase:
-    """A one-def program `f(x1 : T1, ...) : T = body` with arguments and a sparse
-    cotangent for its result (the body is evaluated to pick the sum sides)."""
+             param_types: st.SearchStrategy | None = None, *, type_depth: int = 2,
+             max_size: int | None = None, arrays: bool = False, functions: bool = False,
+             wide: bool = False, finite: bool = False) -> GenCase:
+    """A program whose last def `f(x1 : T1, ...) : T = body` is the one to
+    differentiate, with arguments and a sparse cotangent for its result (the body
+    is evaluated to pick the sum sides and array lengths of the cotangent).
+
+    max_depth   bound on the depth of the body
+    max_params  1..max_params parameters
+    type_depth  depth of the parameter types (`wide=True`: biased to big products)
+    max_size    bound on the number of term nodes (None: only the depth bounds it)
+    arrays, functions   switch on the array / function forms (see the module doc)
+    finite      reject cases whose value is not finite (inf/nan)
+    """
     from costmodel.evaluate import Evaluator
 
     n = draw(st.integers(1, max_params))
-    ptys = [draw(param_types or types(2)) for _ in range(n)]
+    if param_types is None:
+        param_types = (wide_types(type_depth, arrays) if wide else types(type_depth, arrays))
+    ptys = [draw(param_types) for _ in range(n)]
     params = tuple(Param(f"x{i + 1}", t) for i, t in enumerate(ptys))
-    ty = result if result is not None else draw(types(1))
-    body = draw(terms_in([(p.name, p.ty) for p in params], ty, max_depth))
-    defn = Def("f", params, ty, body)
+    ty = result if result is not None else draw(types(1, arrays))
     args = tuple(draw(values_of(t)) for t in ptys)
-    value, _ = Evaluator().eval(body, {p.name: a for p, a in zip(params, args)})
+    ctx = [Binding(p.name, p.ty, length=_length_of(a, p.ty)) for p, a in zip(params, args)]
+
+    helpers = []
+    if functions and draw(st.booleans()):
+        helpers.append(draw(_helper_defs(max(1, max_depth - 2), arrays)))
+    gen = _Gen(draw, max_depth, max_size=max_size, arrays=arrays, functions=functions,
+               helpers=helpers)
+    if isinstance(ty, ArrayT):
+        body, _ = gen.array_term(ctx, ty.elem, 0)
+    else:
+        body = gen.term(ctx, ty, 0)
+    defn = Def("f", params, ty, body)
+    case = GenCase(defn, args, None, helpers=tuple(helpers))
+    if functions:
+        defn = _fill_captures(case.program).defs[-1]
+        helpers = list(_fill_captures(case.program).defs[:-1])
+    value = evaluate_case(defn, args, helpers)
+    if finite and not is_finite(value):
+        from hypothesis import reject
+
+        reject()
     ctg = draw(sparse_ctgs(ty, value))
-    return GenCase(defn, args, ctg, value)
+    return GenCase(defn, args, ctg, value, helpers=tuple(helpers))
+
+
+@st.composite
+def _helper_defs(draw, max_depth: int, arrays: bool):
+    """A helper def `g(y1 : T1) : T = e` (first-order body)."""
+    ptys = [draw(types(1)) for _ in range(draw(st.integers(1, 2)))]
+    params = tuple(Param(f"y{i + 1}", t) for i, t in enumerate(ptys))
+    res = draw(st.sampled_from([R, R, Prod(R, R)]))
+    gen = _Gen(draw, max_depth, arrays=False, functions=False)
+    body = gen.term([Binding(p.name, p.ty) for p in params], res, 0)
+    return Def("g", params, res, body)
+
+
+def _length_of(value, ty: Type) -> int | None:
+    return len(value) if isinstance(ty, ArrayT) else None
+
+
+def evaluate_case(defn: Def, args, helpers=()):
+    """The value of `defn` on `args` (helpers are the defs it may call)."""
+    from chad.deep import run_deep
+    from chad.values import value_from_json
+    from costmodel.evaluate import Evaluator
+
+    defs = {d.name: d for d in list(helpers) + [defn]}
+    env = {p.name: value_from_json(p.ty, a, f"args[{i}]")
+           for i, (p, a) in enumerate(zip(defn.params, args))}
+    value, _ = run_deep(Evaluator(defs).eval, defn.body, env)
+    return value
+
+
+def _fill_captures(program: Program) -> Program:
+    """Run the type checker over a generated program (with injections ascribed):
+    it fills in every lambda's capture list."""
+    from chad.checker import check_program
+
+    return check_program(annotate_injections(program))
+
+
+# ----------------------------------------------------------------- printing
+def annotate_injections(program: Program) -> Program:
+    """The program with every injection ascribed, `(inl e : A + B)`, so that its
+    printed form type checks (the checker cannot infer an injection's other side)."""
+    import attrs
+
+    def go(t):
+        if not isinstance(t, Term):
+            return t
+        changes = {}
+        for f in attrs.fields(type(t)):
+            v = getattr(t, f.name)
+            if isinstance(v, Term):
+                changes[f.name] = go(v)
+            elif isinstance(v, tuple) and v and isinstance(v[0], Term):
+                changes[f.name] = tuple(go(x) for x in v)
+        t2 = attrs.evolve(t, **changes) if changes else t
+        if changes:
+            object.__setattr__(t2, "ty", t.ty)
+            object.__setattr__(t2, "loc", t.loc)
+        if isinstance(t, (Inl, Inr)) and t.ty is not None:
+            return Ann(t2, t.ty, ty=t.ty)
+        return t2
+
+    return Program(tuple(Def(d.name, d.params, d.result, go(d.body)) for d in program.defs))
+
+
+def strip_annotations(t):
+    """The term without `Ann` nodes (what the checker returns)."""
+    import attrs
+
+    if isinstance(t, Ann):
+        return strip_annotations(t.expr)
+    if not isinstance(t, Term):
+        return t
+    changes = {}
+    for f in attrs.fields(type(t)):
+        v = getattr(t, f.name)
+        if isinstance(v, Term):
+            changes[f.name] = strip_annotations(v)
+        elif isinstance(v, tuple) and v and isinstance(v[0], Term):
+            changes[f.name] = tuple(strip_annotations(x) for x in v)
+    if not changes:
+        return t
+    t2 = attrs.evolve(t, **changes)
+    object.__setattr__(t2, "ty", t.ty)
+    return t2
+
+
+_BIN = {"ADD": "+", "MUL": "*", "IADD": "+", "IMUL": "*", "DIV": "/", "LT": "<",
+        "LE": "<=", "GT": ">", "GE": ">=", "EQ": "==", "ILT": "<", "ILE": "<=",
+        "IGT": ">", "IGE": ">=", "IEQ": "=="}
+_UN = {"SIN": "sin", "COS": "cos", "TANH": "tanh", "EXP": "exp", "LOG": "log",
+       "SQRT": "sqrt", "SIGN": "sign", "TOREAL": "toreal", "SUM": "sum"}
+
+
+def print_surface(program: Program) -> str:
+    """A plain printer of generated programs in the surface syntax of
+    LANGUAGE.md (fully parenthesised, injections ascribed). chad.printer is the
+    project's printer; this one only serves while it is not installed."""
+    out = []
+    for d in program.defs:
+        params = ", ".join(f"{p.name} : {p.ty}" for p in d.params)
+        out.append(f"def {d.name}({params}) : {d.result} =\n  {_expr(d.body, 1)}")
+    return "\n\n".join(out) + "\n"
+
+
+def _expr(t: Term, ind: int) -> str:
+    nl = "\n" + "  " * ind
+    match t:
+        case Var(name):
+            return name
+        case Let(name, rhs, body):
+            return f"let {name} = {_expr(rhs, ind + 1)} in{nl}{_expr(body, ind)}"
+        case Prim("LIT", _, c):
+            return repr(float(c))
+        case Prim("ILIT", _, c):
+            return str(int(c))
+        case Prim(op, Pair(a, b), _) if op in _BIN:
+            return f"({_expr(a, ind)} {_BIN[op]} {_expr(b, ind)})"
+        case Prim("NEG" | "INEG", a):
+            return f"(-{_expr(a, ind)})"
+        case Prim(op, a) if op in _UN:
+            return f"({_UN[op]} {_expr(a, ind)})"
+        case Unit():
+            return "()"
+        case Pair(a, b):
+            return f"({_expr(a, ind)}, {_expr(b, ind)})"
+        case Fst(e):
+            return f"(fst {_expr(e, ind)})"
+        case Snd(e):
+            return f"(snd {_expr(e, ind)})"
+        case Inl(e):
+            return f"(inl {_expr(e, ind)} : {t.ty})"
+        case Inr(e):
+            return f"(inr {_expr(e, ind)} : {t.ty})"
+        case Ann(e, ty):
+            return _expr(e, ind) if isinstance(e, (Inl, Inr)) else f"({_expr(e, ind)} : {ty})"
+        case Case(s, x, l, y, r):
+            return (f"case {_expr(s, ind + 1)} of{nl}{{ inl {x} -> {_expr(l, ind + 1)}"
+                    f"{nl}| inr {y} -> {_expr(r, ind + 1)} }}")
+        case Lam(x, pty, body):
+            head = f"\\({x} : {pty})" if pty is not None else f"\\{x}"
+            return f"({head} -> {_expr(body, ind + 1)})"
+        case App(f, a):
+            return f"({_expr(f, ind)} {_expr(a, ind)})"
+        case Call(name, args):
+            return f"{name}({', '.join(_expr(a, ind) for a in args)})"
+        case Build(n, i, body):
+            return f"(build {_expr(n, ind)} (\\{i} -> {_expr(body, ind + 1)}))"
+        case Index(a, i):
+            return f"({_expr(a, ind)} ! {_expr(i, ind)})"
+        case Fold(p, body, a):
+            return f"(fold (\\{p} -> {_expr(body, ind + 1)}) {_expr(a, ind)})"
+        case Length(e):
+            return f"(length {_expr(e, ind)})"
+        case MapA(x, body, a):
+            return f"(map (\\{x} -> {_expr(body, ind + 1)}) {_expr(a, ind)})"
+    raise TypeError(f"cannot print {type(t).__name__}")
 
 
 def is_finite(v) -> bool:
     if isinstance(v, float):
         return math.isfinite(v)
-    if isinstance(v, tuple):
+    if isinstance(v, (tuple, list)):
         return all(is_finite(x) for x in v)
     if isinstance(v, Inj):
         return is_finite(v.value)
+    try:
+        import numpy as np
+
+        if isinstance(v, np.ndarray):
+            return bool(np.all(np.isfinite(v))) if v.dtype.kind == "f" else True
+    except ImportError:  # pragma: no cover
+        pass
     return True
 
 
-__all__ = ["GenCase", "programs", "terms_in", "types", "values_of", "sparse_ctgs",
-           "is_finite", "PRIMITIVES"]
+def language_programs(max_depth: int = 4, max_params: int = 3, **kw) -> st.SearchStrategy:
+    """`programs(...)` over the whole language as installed: arrays and functions
+    switched on when the project supports them (available_features())."""
+    feats = available_features()
+    kw.setdefault("arrays", feats["arrays"])
+    kw.setdefault("functions", feats["functions"])
+    return programs(max_depth=max_depth, max_params=max_params, **kw)
+
+
+__all__ = ["GenCase", "Binding", "programs", "language_programs", "terms_in", "types",
+           "wide_types", "values_of", "sparse_ctgs", "is_finite", "ctg_to_json",
+           "available_features", "arrays_available", "functions_available",
+           "annotate_injections", "strip_annotations", "print_surface", "evaluate_case",
+           "type_size", "PRIMITIVES"]

@@ -1,0 +1,180 @@
+"""Arrays (issue 4): wall-clock scaling of array gradients, and gradient vs primal.
+
+1. For `build n (\\i -> a ! i * 2.0)`, a fold of squares, a loop reading `a` at
+   computed indices under a branch (BOne path) and one reading it through an
+   integer array (gathers): the gradient's wall time (forward + backward pass) at
+   n = 2000 divided by that at n = 1000, per runtime (goal: in [1.8, 2.2], i.e.
+   linear, where tape-based frameworks that materialise one dense cotangent per
+   read go quadratic), next to the step-count ratio.
+2. The dot product at n = 10^5: wall time of the primal (the source evaluator)
+   and of the gradient, per runtime.
+
+Times are the minimum over interleaved repeats, with the garbage collector
+paused during each measurement; the CPU-time ratio (process time, all threads)
+is printed next to the wall-clock one because on a loaded machine wall time is
+mostly waiting. Nothing here fails on wall time.
+"""
+
+from __future__ import annotations
+
+import gc
+import math
+import time
+
+import numpy as np
+
+import chad
+from chad.api import _defs, decode_args
+from chad.cotangents import ctg_from_json
+from chad.deep import run_deep
+from chad.transform.efficient import SPEC
+from costmodel.evaluate import Evaluator
+
+RUNTIMES = ("map", "array", "parallel")
+SIZES = (1000, 2000)
+REPEATS = 5
+DOT_N = 100_000
+
+PROGRAMS = {
+    "build a!i*2": ("def f(a : Array R) : Array R = build (length a) (\\i -> a ! i * 2.0)",
+                    lambda n: ([np.linspace(0.0, 1.0, n)], [1.0] * n)),
+    "fold squares": ("def f(a : Array R) : R = fold (\\p -> fst p + snd p) "
+                     "(build (length a) (\\i -> a ! i * a ! i))",
+                     lambda n: ([np.linspace(0.0, 1.0, n)], 1.0)),
+    "loop, branch": ("def f(a : Array R) : R = sum (build (length a) (\\i -> "
+                     "if i < 1 then a ! 0 else a ! (i - 1) * a ! (length a - i)))",
+                     lambda n: ([np.linspace(0.0, 1.0, n)], 1.0)),
+    "loop, a!(p!i)": ("def f(a : Array R, p : Array Z) : R = "
+                      "sum (build (length p) (\\i -> a ! (p ! i) * a ! (length a - 1 - i)))",
+                      lambda n: ([np.linspace(0.0, 1.0, n),
+                                  list(np.random.default_rng(n).permutation(n))], 1.0)),
+}
+
+
+class Case:
+    """A program at one size, parsed and transformed once."""
+
+    def __init__(self, src, args, ctg):
+        self.prog = chad.load(src)
+        self.d = self.prog.find(None)
+        self.env = decode_args(self.d, args)
+        self.forward = run_deep(SPEC.forward_term, self.d)
+        self.ctg = ctg
+
+    def gradient(self, evm):
+        """(wall seconds, CPU seconds, steps) of forward + backward on the EVM
+        (created, and its thread pool started, outside the measurement)."""
+        ev = Evaluator(_defs(self.prog), evm)
+        gc.collect()
+        gc.disable()
+        try:
+            t0, c0 = time.perf_counter(), time.process_time()
+            (value, bp), cf = run_deep(ev.eval, self.forward, dict(self.env))
+            ct = ctg_from_json(self.d.result, self.ctg, "ctg", value)
+            _cells, cb = run_deep(SPEC.backward, ev, bp, ct, self.d)
+            dt, dc = time.perf_counter() - t0, time.process_time() - c0
+        finally:
+            gc.enable()
+        return dt, dc, cf + cb
+
+    def primal(self):
+        gc.collect()
+        gc.disable()
+        try:
+            t0 = time.perf_counter()
+            run_deep(Evaluator(_defs(self.prog)).eval, self.d.body, dict(self.env))
+            return time.perf_counter() - t0
+        finally:
+            gc.enable()
+
+
+def table(rows, header):
+    cols = [header] + [[str(c) for c in r] for r in rows]
+    widths = [max(len(r[i]) for r in cols) for i in range(len(header))]
+    for j, r in enumerate(cols):
+        print("  ".join(c.rjust(w) for c, w in zip(r, widths)))
+        if j == 0:
+            print("  ".join("-" * w for w in widths))
+
+
+def bench_scaling() -> dict:
+    figures = {}
+    rows = []
+    for name, (src, make) in PROGRAMS.items():
+        cases = {n: Case(src, *make(n)) for n in SIZES}
+        for rt in RUNTIMES:
+            evm = chad.make_evm(rt)
+            for n in SIZES:  # warm up (and start the parallel runtime's pool)
+                cases[n].gradient(evm)
+            best = {n: math.inf for n in SIZES}
+            cpu = {n: math.inf for n in SIZES}
+            steps = {}
+            for _ in range(REPEATS):
+                for n in SIZES:  # interleaved: load affects both sizes alike
+                    dt, dc, s = cases[n].gradient(evm)
+                    best[n] = min(best[n], dt)
+                    cpu[n] = min(cpu[n], dc)
+                    steps[n] = s
+            if hasattr(evm, "close"):
+                evm.close()
+            ratio = best[SIZES[1]] / best[SIZES[0]]
+            cratio = cpu[SIZES[1]] / cpu[SIZES[0]]
+            sratio = steps[SIZES[1]] / steps[SIZES[0]]
+            figures[(name, rt)] = (best[SIZES[0]], best[SIZES[1]], ratio, cratio, sratio)
+            rows.append([name, rt, f"{best[SIZES[0]]:.3f}", f"{best[SIZES[1]]:.3f}",
+                         f"{ratio:.2f}", "yes" if 1.8 <= ratio <= 2.2 else "NO",
+                         f"{cratio:.2f}", f"{sratio:.3f}"])
+    print(f"gradient time (s), n = {SIZES[0]} and {SIZES[1]}, best of {REPEATS} "
+          f"(load average now: {_load()}):")
+    table(rows, ["program", "runtime", f"wall({SIZES[0]})", f"wall({SIZES[1]})", "wall ratio",
+                 "in [1.8, 2.2]", "cpu ratio", "steps ratio"])
+    return figures
+
+
+def bench_dot(n: int = DOT_N) -> dict:
+    with open(_example("dot.chad")) as f:
+        src = f.read()
+    rng = np.random.default_rng(0)
+    case = Case(src, [rng.normal(size=n), rng.normal(size=n)], 1.0)
+    tp = case.primal()
+    _, primal_steps = chad.run(case.prog, [case.env["a"], case.env["b"]])
+    rows = []
+    figures = {"primal": tp}
+    for rt in RUNTIMES:
+        evm = chad.make_evm(rt)
+        if hasattr(evm, "close"):  # start the pool outside the measurement
+            Case(src, [np.ones(300), np.ones(300)], 1.0).gradient(evm)
+        tg, _cpu, steps = case.gradient(evm)
+        if hasattr(evm, "close"):
+            evm.close()
+        figures[rt] = tg
+        rows.append([rt, f"{tp:.2f}", f"{tg:.2f}", f"{tg / tp:.1f}", primal_steps, steps,
+                     f"{steps / primal_steps:.1f}"])
+    print(f"\ndot product, n = {n}: wall time (s) of the primal and of the gradient")
+    table(rows, ["runtime", "primal", "gradient", "ratio", "primal steps", "gradient steps",
+                 "steps ratio"])
+    return figures
+
+
+def _load() -> str:
+    try:
+        import os
+
+        return "%.1f" % os.getloadavg()[0]
+    except OSError:  # pragma: no cover
+        return "?"
+
+
+def _example(name: str) -> str:
+    from pathlib import Path
+
+    return str(Path(__file__).resolve().parent.parent / "examples" / name)
+
+
+def main() -> None:
+    bench_scaling()
+    bench_dot()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,325 @@
+"""Array cotangents: the Bag of seed 000 §7 and §8.1, collect and scatter.
+
+    D[Array τ]₂ = Bag (Z × D[τ]₂)
+
+    data Bag = BEmpty | BOne (Z × D[τ]₂) | BPlus Bag Bag | BArray (Array (Z × D[τ]₂))
+
+BEmpty, BOne and BPlus are §7's free monoid (constant-time zero, one-hot and
+addition, by construction). BArray is §8.1's extra constructor: a whole array of
+(index, cotangent) pairs inserted in constant time. It is stored as two parallel
+arrays, `vals` and `idx`; `idx is None` means the identity indices 0..len-1 (the
+dense cotangent of a whole array, as produced by map, fold and JSON input).
+
+`plusv`/`zerov`/`phi`/`size` of chad.linear dispatch to the methods `plus`,
+`zero`, `phi` and `size` below, so bags are ordinary cotangent values for every
+EVM. A bag is used affinely, and `collect` costs (in the cost model, see
+docs/cost-model.md) one step per constructor plus one per BArray entry: linear
+in the work spent building the bag.
+
+Dense arrays of element cotangents (the results of `scatter`, `zeros`) are
+numpy float64 arrays when the element cotangent type is LR, tuples otherwise.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from attrs import frozen
+
+from chad.errors import EvalError
+from chad.linear import LR, LType, plusv, size as size_of, zerov
+
+
+class Bag:
+    """Base class of bag values (immutable)."""
+
+    __slots__ = ()
+
+    def plus(self, other) -> tuple["Bag", int]:
+        """plusv on bags: constant time (BPlus), cost 1."""
+        if other is None or other is BEMPTY:
+            return self, 1
+        if self is BEMPTY:
+            return other, 1
+        if not isinstance(other, Bag):
+            raise TypeError(f"cannot add the bag {self!r} and {other!r}")
+        return BPlus(self, other), 1
+
+    def phi(self) -> int:
+        return self.size()
+
+
+class BEmptyBag(Bag):
+    __slots__ = ()
+
+    def size(self) -> int:
+        return 1
+
+    def __repr__(self) -> str:
+        return "BEmpty"
+
+
+BEMPTY = BEmptyBag()
+
+
+class BOne(Bag):
+    """A one-hot cotangent: the pair (index, cotangent of that element)."""
+
+    __slots__ = ("index", "value")
+
+    def __init__(self, index: int, value):
+        self.index = index
+        self.value = value
+
+    def size(self) -> int:
+        return 1 + size_of(self.value)
+
+    def __repr__(self) -> str:
+        return f"BOne({self.index}, {self.value!r})"
+
+
+class BPlus(Bag):
+    __slots__ = ("left", "right", "_size")
+
+    def __init__(self, left: Bag, right: Bag):
+        self.left = left
+        self.right = right
+        self._size = None
+
+    def size(self) -> int:
+        if self._size is None:  # iterative: BPlus chains can be very deep
+            total = 0
+            stack = [self]
+            while stack:
+                b = stack.pop()
+                if isinstance(b, BPlus):
+                    if b._size is not None:
+                        total += b._size
+                        continue
+                    total += 1
+                    stack.append(b.right)
+                    stack.append(b.left)
+                else:
+                    total += b.size()
+            self._size = total
+        return self._size
+
+    def __repr__(self) -> str:
+        return f"BPlus({self.left!r}, {self.right!r})"
+
+
+class BArray(Bag):
+    """§8.1's BArray: the pairs (idx[k], vals[k]); idx None = (k, vals[k])."""
+
+    __slots__ = ("vals", "idx", "_size")
+
+    def __init__(self, vals, idx=None):
+        if idx is not None and len(idx) != len(vals):
+            raise ValueError("BArray: idx and vals differ in length")
+        self.vals = vals
+        self.idx = idx
+        self._size = None
+
+    def __len__(self) -> int:
+        return len(self.vals)
+
+    def size(self) -> int:
+        if self._size is None:
+            v = self.vals
+            if isinstance(v, np.ndarray) and v.dtype == np.float64:
+                self._size = 1 + len(v)
+            else:
+                self._size = 1 + sum(size_of(x) for x in v)
+        return self._size
+
+    def __repr__(self) -> str:
+        return f"BArray({list(self.vals)!r}, idx={None if self.idx is None else list(self.idx)})"
+
+
+@frozen
+class BagT(LType):
+    """The linear type Bag (Z × elem): D[Array τ]₂ with elem = D[τ]₂."""
+
+    elem: LType
+
+    def zero(self):
+        return BEMPTY, 1
+
+
+def as_bag(x) -> Bag:
+    """None (a sparse zero that reached an array position) is BEmpty."""
+    return BEMPTY if x is None else x
+
+
+# ----------------------------------------------------------------- collect / scatter
+
+
+class Pairs:
+    """The result of `collect`: an array of (index, cotangent) pairs, stored as an
+    int64 index array (None: the identity 0..len-1) and the cotangents (a float64
+    array when the element cotangent type is LR, a list otherwise)."""
+
+    __slots__ = ("idx", "vals")
+
+    def __init__(self, idx, vals):
+        self.idx = idx
+        self.vals = vals
+
+    def __len__(self) -> int:
+        return len(self.vals)
+
+    def __repr__(self) -> str:
+        idx = range(len(self.vals)) if self.idx is None else self.idx
+        return f"Pairs({list(zip(map(int, idx), list(self.vals)))!r})"
+
+
+def collect(bag, elem_lt: LType) -> tuple[Pairs, int]:
+    """Flatten a bag into its pairs, left to right; (pairs, work) where work is
+    the number of constructors visited plus the number of BArray entries."""
+    bag = as_bag(bag)
+    if isinstance(bag, BArray):  # the common dense case: no copy
+        vals = bag.vals
+        if isinstance(elem_lt, LR) and not isinstance(vals, np.ndarray):
+            vals = np.asarray(vals, dtype=np.float64)
+        return Pairs(bag.idx, vals), 1 + len(vals)
+    real = isinstance(elem_lt, LR)
+    idx_parts: list = []
+    val_parts: list = []
+    one_idx: list = []
+    one_val: list = []
+    work = 0
+
+    def flush():
+        if one_idx:
+            idx_parts.append(np.asarray(one_idx, dtype=np.int64))
+            val_parts.append(np.asarray(one_val, dtype=np.float64) if real else list(one_val))
+            one_idx.clear()
+            one_val.clear()
+
+    stack = [bag]
+    while stack:
+        b = stack.pop()
+        work += 1
+        if isinstance(b, BPlus):
+            stack.append(b.right)
+            stack.append(b.left)
+        elif isinstance(b, BOne):
+            one_idx.append(b.index)
+            one_val.append(b.value)
+        elif isinstance(b, BArray):
+            flush()
+            n = len(b.vals)
+            work += n
+            idx_parts.append(np.arange(n, dtype=np.int64) if b.idx is None
+                             else np.asarray(b.idx, dtype=np.int64))
+            if real:
+                val_parts.append(np.asarray(b.vals, dtype=np.float64))
+            else:
+                val_parts.append(list(b.vals))
+        elif b is BEMPTY or b is None:
+            pass
+        else:
+            raise TypeError(f"collect: not a bag: {b!r}")
+    flush()
+    if not idx_parts:
+        idx = np.zeros(0, dtype=np.int64)
+        vals = np.zeros(0) if real else []
+    elif len(idx_parts) == 1:
+        idx, vals = idx_parts[0], val_parts[0]
+    else:
+        idx = np.concatenate(idx_parts)
+        if real:
+            vals = np.concatenate(val_parts)
+        else:
+            vals = [v for part in val_parts for v in part]
+    return Pairs(idx, vals), work
+
+
+def zeros(n: int, elem_lt: LType):
+    """A dense array of n zero cotangents; (array, cost n)."""
+    if isinstance(elem_lt, LR):
+        return np.zeros(n), n
+    z, _ = zerov(elem_lt)
+    return (z,) * n, n
+
+
+def scatter(dense, pairs: Pairs, elem_lt: LType):
+    """Add every pair into a copy of the dense array: (result, work), work = the
+    sum of the plusv costs (1 per pair for reals). Linear time."""
+    n = len(dense)
+    m = len(pairs)
+    idx = pairs.idx
+    if idx is not None and m:
+        lo, hi = int(idx.min()), int(idx.max())
+        if lo < 0 or hi >= n:
+            bad = lo if lo < 0 else hi
+            raise EvalError(f"internal: cotangent index {bad} out of range for an array of length {n}")
+    elif idx is None and m > n:
+        raise EvalError(f"internal: a cotangent of length {m} for an array of length {n}")
+    if isinstance(elem_lt, LR):
+        out = np.array(dense, dtype=np.float64, copy=True)
+        if m:
+            if idx is None:
+                out[:m] += pairs.vals
+            else:
+                out += np.bincount(idx, weights=pairs.vals, minlength=n)
+        return out, m
+    out = list(dense)
+    work = 0
+    it = range(m) if idx is None else idx.tolist()
+    for k, i in enumerate(it):
+        out[i], c = plusv(out[i], pairs.vals[k])
+        work += c
+    return tuple(out), work
+
+
+def dense_of(items: list, elem_lt: LType):
+    """A dense array of element cotangents from a Python list."""
+    if isinstance(elem_lt, LR):
+        return np.asarray([0.0 if x is None else x for x in items], dtype=np.float64)
+    return tuple(items)
+
+
+def to_dense(bag, n: int, elem_lt: LType):
+    """scatter (zeros n) (collect bag), without the costs."""
+    z, _ = zeros(n, elem_lt)
+    pairs, _ = collect(bag, elem_lt)
+    out, _ = scatter(z, pairs, elem_lt)
+    return out
+
+
+# ----------------------------------------------------------------- fold trees (Fig. 10)
+
+
+class Leaf:
+    """Tree a f: a leaf holds an element of the folded array and its position."""
+
+    __slots__ = ("value", "index")
+
+    def __init__(self, value, index: int):
+        self.value = value
+        self.index = index
+
+    def __repr__(self) -> str:
+        return f"Leaf({self.value!r})"
+
+
+class Node:
+    """Tree a f: Node t1 a f t2 — the combined value and the combine's backpropagator."""
+
+    __slots__ = ("left", "value", "bp", "right")
+
+    def __init__(self, left, value, bp, right):
+        self.left = left
+        self.value = value
+        self.bp = bp
+        self.right = right
+
+    def __repr__(self) -> str:
+        return f"Node({self.left!r}, {self.value!r}, {self.right!r})"
+
+
+def get_a(tree) -> Any:
+    """getA (Fig. 10)."""
+    return tree.value

@@ -1,0 +1,60 @@
+"""Array cotangents at the boundary (LANGUAGE.md): JSON in, dense out.
+
+    input   null -> BEmpty (the sparse zero); a list of the array's length ->
+            BArray of the element cotangents (each decoded with its own sparsity)
+    output  the dense cotangent: an array of the same length (numpy float64 for
+            Array R, a tuple otherwise), zeros filled in; JSON: a list
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from chad import cotangents as C
+from chad.errors import UsageError
+from chad.linear import LR
+from chad.transform.common import D2
+from chad.types import ArrayT, Real
+from chad.values import _short
+
+from .bag import BEMPTY, Bag, BArray, to_dense
+from .evaluate import element
+
+
+def ctg_from_json(ty: ArrayT, j, path: str, primal=None):
+    if j is None:
+        return BEMPTY
+    if isinstance(j, Bag):
+        return j
+    if isinstance(j, np.ndarray):
+        j = j.tolist()
+    if not isinstance(j, (list, tuple)):
+        raise UsageError(f"{path}: expected a list or null (cotangent of {ty}), got {_short(j)}")
+    if primal is not None and len(j) != len(primal):
+        raise UsageError(f"{path}: expected a list of length {len(primal)} (the length of "
+                         f"the array), got one of length {len(j)}")
+    elems = [C.ctg_from_json(ty.elem, x, f"{path}[{i}]",
+                             None if primal is None else element(primal, i))
+             for i, x in enumerate(j)]
+    if isinstance(ty.elem, Real):
+        return BArray(np.asarray(elems, dtype=np.float64))
+    return BArray(tuple(elems))
+
+
+def densify(ty: ArrayT, primal, ct):
+    n = len(primal)
+    lt = D2(ty.elem)
+    dense = to_dense(BEMPTY if ct is None else ct, n, lt)
+    if isinstance(lt, LR) and isinstance(ty.elem, Real):
+        return dense
+    # Dense cotangents of non-real elements are tuples (of None for Z, () and Bool).
+    return tuple(C.densify(ty.elem, element(primal, i), dense[i]) for i in range(n))
+
+
+def dense_to_json(ty: ArrayT, v):
+    return [C.dense_to_json(ty.elem, x) for x in v]
+
+
+C.CTG_FROM_JSON[ArrayT] = ctg_from_json
+C.DENSIFY[ArrayT] = densify
+C.DENSE_TO_JSON[ArrayT] = dense_to_json

@@ -1,0 +1,434 @@
+"""Evaluation rules (values and step counts) of the array forms, source and target.
+
+Registered with costmodel.evaluate's `RULES` table; the costs are documented in
+docs/cost-model.md, section "Arrays". Source forms (and their cost):
+
+    build s (i. t)     1 + cost(s) + sum over i of cost(t[i])
+    t ! s              1 + cost(t) + cost(s)
+    length t           1 + cost(t)
+    fold (p. t) s      1 + cost(s) + sum over the n - 1 combines of cost(t)
+    map (x. t) s       1 + cost(s) + sum over the elements of cost(t)
+    prim SUM s         1 + cost(s) + n             (PRIMITIVE_EXTRA_COST)
+
+`fold` reduces in ONE fixed order, a balanced tree (split at mid = (lo + hi) // 2,
+combine (left, right)); the derivative's FoldTree uses the same order, so the
+primal values agree bit for bit.
+
+Errors: an index out of range, a fold of an empty array and a build of negative
+size are `EvalError`s naming the index and the length.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from chad.errors import EvalError
+from chad.linear import LR, zerov
+from chad.primitives import PRIMITIVES, Primitive, register
+from chad.terms import Build, Fold, Index, Length, MapA, Var
+from chad.types import ArrayT, R
+from chad.values import make_array
+from costmodel.evaluate import PRIMITIVE_EXTRA_COST, rule
+
+from .bag import (
+    BEMPTY, BArray, BOne, Leaf, Node, as_bag, collect, dense_of, scatter, zeros,
+)
+from .nodes import (
+    BArrayT, BEmptyT, BFillT, BOneT, Collect, FoldTree, Gather, GetA, Scatter,
+    SequenceScoped, UnTree, Unzip, Zeros,
+)
+
+# ----------------------------------------------------------------- values
+
+
+def element(a, i: int):
+    """a ! i as a plain Python value (numpy scalars become float / int)."""
+    v = a[i]
+    if isinstance(v, np.floating):
+        return float(v)
+    if isinstance(v, np.integer):
+        return int(v)
+    return v
+
+
+def array_of(ty, items: list):
+    """The array representation for an array term of type ty (None: a tuple)."""
+    if isinstance(ty, ArrayT):
+        return make_array(ty.elem, items)
+    return tuple(items)
+
+
+def index_error(i: int, n: int, loc=None) -> EvalError:
+    return EvalError(f"index {i} out of range for an array of length {n}"
+                     + (" (valid indices: 0 to %d)" % (n - 1) if n > 0 else " (it is empty)"), loc)
+
+
+def _int(v, what: str, loc) -> int:
+    if isinstance(v, (int, np.integer)) and not isinstance(v, bool):
+        return int(v)
+    raise EvalError(f"{what} must be an integer, got {v!r}", loc)
+
+
+def _eval(ev, t, env):
+    """ev.eval with a fast path for variables (same value and cost: 1)."""
+    if type(t) is Var:
+        v = env.get(t.name, _MISSING)
+        if v is not _MISSING:
+            return v, 1
+    return ev.eval(t, env)
+
+
+_MISSING = object()
+
+# ----------------------------------------------------------------- source forms
+
+
+@rule(Build)
+def eval_build(ev, t: Build, env):
+    n, cost = _eval(ev, t.size, env)
+    n = _int(n, "the size of build", t.loc)
+    if n < 0:
+        raise EvalError(f"build of negative size {n} (length must be >= 0)", t.loc)
+    cost += 1
+    items = []
+    name, body = t.name, t.body
+    for i in range(n):
+        v, c = ev.bind(env, name, i, body)
+        items.append(v)
+        cost += c
+    return array_of(t.ty, items), cost
+
+
+@rule(Index)
+def eval_index(ev, t: Index, env):
+    a, ca = _eval(ev, t.arr, env)
+    i, ci = _eval(ev, t.idx, env)
+    i = _int(i, "an array index", t.loc)
+    n = len(a)
+    if not 0 <= i < n:
+        raise index_error(i, n, t.loc)
+    return element(a, i), 1 + ca + ci
+
+
+@rule(Length)
+def eval_length(ev, t: Length, env):
+    a, c = _eval(ev, t.expr, env)
+    return len(a), 1 + c
+
+
+def reduce_balanced(items, combine):
+    """The one reduction order of fold: a balanced binary tree over items.
+    combine(l, r) -> (value, cost); returns (value, total cost)."""
+
+    def go(lo, hi):
+        if hi - lo == 1:
+            return items[lo], 0
+        mid = (lo + hi) // 2
+        lv, lc = go(lo, mid)
+        rv, rc = go(mid, hi)
+        v, c = combine(lv, rv)
+        return v, lc + rc + c
+
+    return go(0, len(items))
+
+
+def _fold_items(a, loc):
+    n = len(a)
+    if n == 0:
+        raise EvalError("fold of an empty array (length 0): fold needs at least one element", loc)
+    return [element(a, i) for i in range(n)]
+
+
+@rule(Fold)
+def eval_fold(ev, t: Fold, env):
+    a, ca = _eval(ev, t.arr, env)
+    items = _fold_items(a, t.loc)
+    name, body = t.name, t.body
+    v, c = reduce_balanced(items, lambda l, r: ev.bind(env, name, (l, r), body))
+    return v, 1 + ca + c
+
+
+@rule(MapA)
+def eval_map(ev, t: MapA, env):
+    a, cost = _eval(ev, t.arr, env)
+    cost += 1
+    items = []
+    name, body = t.name, t.body
+    for i in range(len(a)):
+        v, c = ev.bind(env, name, element(a, i), body)
+        items.append(v)
+        cost += c
+    return array_of(t.ty, items), cost
+
+
+# prim SUM : Array R -> R, cost 1 + arg + n; its derivative fills a BArray.
+def _sum(a) -> float:
+    return float(np.sum(np.asarray(a, dtype=np.float64)))
+
+
+register(Primitive("SUM", ArrayT(R), R, _sum, lambda p, d: BFillT(p, d),
+                   doc="sum of an Array R (linear time)"))
+PRIMITIVE_EXTRA_COST["SUM"] = len
+
+
+# ----------------------------------------------------------------- bags
+
+
+@rule(BEmptyT)
+def eval_bempty(ev, t, env):
+    return BEMPTY, 1
+
+
+@rule(BOneT)
+def eval_bone(ev, t: BOneT, env):
+    i, ci = _eval(ev, t.idx, env)
+    v, cv = _eval(ev, t.val, env)
+    return BOne(int(i), v), 1 + ci + cv
+
+
+@rule(BArrayT)
+def eval_barray(ev, t: BArrayT, env):
+    vals, cost = _eval(ev, t.vals, env)
+    idx = None
+    if t.idx is not None:
+        idx, ci = _eval(ev, t.idx, env)
+        cost += ci
+    return BArray(vals, idx), 1 + cost
+
+
+@rule(BFillT)
+def eval_bfill(ev, t: BFillT, env):
+    a, ca = _eval(ev, t.arr, env)
+    d, cd = _eval(ev, t.val, env)
+    n = len(a)
+    return BArray(np.full(n, 0.0 if d is None else float(d))), 1 + ca + cd + n
+
+
+@rule(Collect)
+def eval_collect(ev, t: Collect, env):
+    b, cb = _eval(ev, t.bag, env)
+    pairs, work = collect(b, t.elem)
+    return pairs, 1 + cb + work
+
+
+@rule(Zeros)
+def eval_zeros(ev, t: Zeros, env):
+    n, cn = _eval(ev, t.size, env)
+    z, work = zeros(int(n), t.elem)
+    return z, 1 + cn + work
+
+
+@rule(Scatter)
+def eval_scatter(ev, t: Scatter, env):
+    dense, cd = _eval(ev, t.dense, env)
+    pairs, cp = _eval(ev, t.pairs, env)
+    out, work = scatter(dense, pairs, t.elem)
+    return out, 1 + cd + cp + work
+
+
+@rule(Unzip)
+def eval_unzip(ev, t: Unzip, env):
+    a, ca = _eval(ev, t.arr, env)
+    firsts = [p[0] for p in a]
+    seconds = tuple(p[1] for p in a)
+    if t.elem is None:
+        fa = tuple(firsts)
+    else:
+        fa = make_array(t.elem, firsts)
+    return (fa, seconds), 1 + ca + len(a)
+
+
+@rule(Gather)
+def eval_gather(ev, t: Gather, env):
+    a, ca = _eval(ev, t.arr, env)
+    idx, ci = _eval(ev, t.idx, env)
+    idx = np.asarray(idx, dtype=np.int64)
+    n, m = len(a), len(idx)
+    if m:
+        bad = np.flatnonzero((idx < 0) | (idx >= n))
+        if bad.size:
+            raise index_error(int(idx[bad[0]]), n, t.loc)
+    if isinstance(a, np.ndarray):
+        out = a[idx]
+    else:
+        out = tuple(a[j] for j in idx.tolist())
+    return out, 1 + ca + ci + m
+
+
+# ----------------------------------------------------------------- EVM helpers
+
+
+def sequence(evm, actions: list):
+    """The EVM's `sequence` (cost: sum + 2 (n - 1); pure None, cost 1, if empty).
+    EVMs without one (the formalisation's LACM oracle) get a balanced tree of
+    `then`, which has the same cost."""
+    seq = getattr(evm, "sequence", None)
+    if seq is not None:
+        return seq(actions)
+    if not actions:
+        return evm.pure(None)
+
+    def tree(lo, hi):
+        if hi - lo == 1:
+            return actions[lo]
+        mid = (lo + hi) // 2
+        return evm.then(tree(lo, mid), tree(mid, hi))
+
+    return tree(0, len(actions))
+
+
+# Construction costs of the pieces of the reverse passes (docs/cost-model.md).
+SEQ_ELEM_CONS = 4   # bind (pure ()) (\_ -> ...): bind, pure, unit, lam
+SEQ_APP = 3         # app f d with f, d read from the zipped arrays
+SEQ_SCOPE = 2       # scope init m: scope + reading init
+SEQ_STORE = 2       # bind m store: bind + lam
+FOLD_COMBINE = 4    # per combine of FoldTree: pair of two getA's, Node
+UNTREE_NODE = 6     # per Node: app f d' (2), scope init (2), bind + lam (2)
+UNTREE_LEAF = 2     # per Leaf: store d' (1), pure (1)
+UNTREE_SPLIT = 5    # per Node continuation: lfst, lsnd (2 each), then (1)
+
+
+def _nested(results: list):
+    out = None
+    for r in reversed(results):
+        out = (r, out)
+    return out
+
+
+@rule(SequenceScoped)
+def eval_sequence_scoped(ev, t: SequenceScoped, env):
+    fns, cf = _eval(ev, t.fns, env)
+    ctgs, cc = _eval(ev, t.ctgs, env)
+    inits = []
+    cost = 1 + cf + cc
+    for it in t.inits:
+        v, c = _eval(ev, it, env)
+        inits.append(v)
+        cost += c
+    n = len(fns)
+    if len(ctgs) != n:
+        raise EvalError(f"internal: {n} backpropagators but {len(ctgs)} cotangents")
+    ds = ctgs.tolist() if isinstance(ctgs, np.ndarray) else ctgs
+    evm = ev.evm
+    keep = t.keep
+    slots = [[None] * n for _ in keep]
+    inits_rev = list(reversed(inits))
+    scope_cost = SEQ_SCOPE * len(inits)
+
+    def element_action(i: int):
+        f, d = fns[i], ds[i]
+
+        def k(_x):
+            act, ccall = ev.apply(f, d)
+            for init in inits_rev:
+                act = evm.scope(init, act)
+            if not keep:
+                return act, SEQ_APP + ccall + scope_cost
+
+            def store(r):
+                # r = (cell_0, (cell_1, ... (cell_m, result of f d)))
+                cells = []
+                for _ in range(len(inits)):
+                    cells.append(r[0])
+                    r = r[1]
+                for slot, j in zip(slots, keep):
+                    slot[i] = cells[j]
+                return evm.pure(None), 1 + len(keep)
+
+            return evm.bind(act, store), SEQ_APP + ccall + scope_cost + SEQ_STORE
+
+        return evm.bind(evm.pure(None), k)
+
+    acts = [element_action(i) for i in range(n)]
+    cost += SEQ_ELEM_CONS * n
+    seq = sequence(evm, acts)
+    if not keep:
+        return seq, cost
+
+    def finish(_x):
+        arrays = [dense_of(slot, lt) for slot, lt in zip(slots, t.keep_elem)]
+        return evm.pure(_nested(arrays)), 1 + n * len(keep)
+
+    return evm.bind(seq, finish), cost + 2
+
+
+# ----------------------------------------------------------------- fold trees
+
+
+@rule(FoldTree)
+def eval_fold_tree(ev, t: FoldTree, env):
+    a, ca = _eval(ev, t.arr, env)
+    items = _fold_items(a, t.loc)
+    leaves = [Leaf(x, i) for i, x in enumerate(items)]
+    name, body = t.name, t.body
+
+    def combine(l, r):
+        (y, f), c = ev.bind(env, name, (l.value, r.value), body)
+        return Node(l, y, f, r), c + FOLD_COMBINE
+
+    tree, c = reduce_balanced(leaves, combine)
+    return tree, 1 + ca + len(items) + c
+
+
+@rule(GetA)
+def eval_get_a(ev, t: GetA, env):
+    tree, c = _eval(ev, t.tree, env)
+    return tree.value, 1 + c
+
+
+@rule(UnTree)
+def eval_untree(ev, t: UnTree, env):
+    """unTree of Fig. 10 with the leaf cotangents stored by position (instead of
+    the difference list + fromList): the two subtrees' actions are combined with
+    `then`, so the parallel EVM may run them concurrently (§8)."""
+    d, cd = _eval(ev, t.ctg, env)
+    tree, ct = _eval(ev, t.tree, env)
+    init, ci = _eval(ev, t.init, env)
+    evm = ev.evm
+    elem = t.elem
+    n = _count_leaves(tree)
+    out = [None] * n
+
+    def build(node, dn):
+        if isinstance(node, Leaf):
+            out[node.index] = dn
+            return evm.pure(None), UNTREE_LEAF
+        act, ccall = ev.apply(node.bp, dn)
+
+        def split(res, node=node):
+            dp = res[0]  # the final value of p's cell: the cotangent of (l, r)
+            cost = UNTREE_SPLIT
+            if dp is None:
+                d1, c1 = zerov(elem)
+                d2, c2 = zerov(elem)
+                cost += c1 + c2
+            else:
+                d1, d2 = dp
+            a1, k1 = build(node.left, d1)
+            a2, k2 = build(node.right, d2)
+            return evm.then(a1, a2), cost + k1 + k2
+
+        return evm.bind(evm.scope(init, act), split), UNTREE_NODE + ccall
+
+    act, cb = build(tree, d)
+
+    def finish(_x):
+        return evm.pure(dense_of(out, elem)), 1 + n
+
+    return evm.bind(act, finish), 1 + cd + ct + ci + cb + 2
+
+
+def _count_leaves(tree) -> int:
+    count = 0
+    stack = [tree]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, Leaf):
+            count += 1
+        else:
+            stack.append(x.left)
+            stack.append(x.right)
+    return count
+
+
+__all__ = ["element", "array_of", "index_error", "reduce_balanced", "sequence", "as_bag", "LR"]

@@ -1,0 +1,305 @@
+"""Efficient CHAD of the array forms: seed 000 Fig. 9 (build, index, fold), Fig. 10
+(Tree, unTree), footnote 23 (length), §8.1 (BArray and gather), plus map and sum.
+
+The text of the seed was extracted from a PDF; where Fig. 9 came out garbled we
+reconstruct it as follows (and say so at the rule):
+  * fold: "do ⟨⟩, ⟨d1, d2⟩) ← scope (f d')" has lost a parenthesis and has its
+    components swapped: `scope` returns (final cell, result), and the cell is the
+    cotangent of p : τ × τ, so the pattern is `(⟨d1, d2⟩, ⟨⟩) ← scope 0 (f d')`;
+    d1, d2 are lfst/lsnd of that (sparse) pair.
+  * build: `scope_{D[Γ]₂, 1}` is the scope of the Z-typed binder i, whose cell is
+    of type 1 (its init is `lunit`); `zipWith ... a2 d2` pairs the element
+    backpropagators with the scattered element cotangents.
+The rules are written in the style of chad/transform/efficient.py: the same
+let / pair / closure shapes, every closure listing its captured variables.
+
+    D[Array τ]₁ = Array D[τ]₁        D[Array τ]₂ = Bag (Z × D[τ]₂)
+
+  chad (t ! s) = let r1 = chad t in let r2 = chad s in
+      pair (fst r1 ! fst r2) (lamwith [r1, r2] \\d -> app (snd r1) (BOne (fst r2) d))
+  (for a discrete element type, whose cotangent is (), the closure is
+   lamwith [] \\d -> pure () : adding BOne ⟨i, ()⟩ would add nothing)
+
+  chad (length t) = let r = chad t in pair (length (fst r)) (lamwith [] \\d -> pure ())
+
+  chad (build s (i. t)) = let rn = chad s in let n = fst rn in
+      [let ix_e = build n (i. e) in]*          (one per distinct gather index e, §8.1)
+      [let g_k = gather a_k ix_k in]*         (one per gather read a_k ! e_k)
+      let a = build n (i. [let x_k = g_k ! i in]* chad_{Γ,i,x_1..x_m} t') in
+      let u = unzip a in
+      pair (fst u) (lamwith [u, ix_1..ix_m] \\d ->
+          sequenceScoped [lunit, 0_τ1 .. 0_τm] (snd u)
+                         (scatter (zeros (length (fst u))) (collect d))
+          [>>= lamwith [ix..] \\res -> add a_1 (BArray ix_1 res_1) >> ... ])
+
+  chad (map (x. t) s) = let rs = chad s in let m = map (x. chad_{Γ,x} t) (fst rs) in
+      let u = unzip m in
+      pair (fst u) (lamwith [u, rs] \\d ->
+          bind (sequenceScoped [0_τ] (snd u) (scatter (zeros (length (fst u))) (collect d)))
+               (lamwith [rs] \\dx -> app (snd rs) (BArray (fst dx))))
+
+  chad (fold (p. t) s) = let rs = chad s in let tr = foldTree (p. chad_{Γ,p} t) (fst rs) in
+      pair (getA tr) (lamwith [tr, rs] \\d ->
+          bind (unTree d tr) (lamwith [rs] \\lf -> app (snd rs) (BArray lf)))
+
+  chad (prim SUM s): the prim rule of efficient.py with dprim' SUM p d = BFill p d.
+
+Gathers (§8.1). In `build n (i. t)`, an occurrence `a ! e` is a *gather read*
+when `a` is a variable bound outside the build, `e` mentions no variable bound
+inside t (other than i), the element type has a non-trivial cotangent, and the
+occurrence is evaluated exactly once per element (not under a case branch, a
+lambda, or the body of a nested build/fold/map). Then the index array
+`build n (i. e)` and the gathered array are computed in the primal pass, the
+occurrence is replaced by a fresh variable x bound to `g ! i`, and x's cotangent
+is accumulated densely in a per-element `scope` cell; the reverse pass ends with
+ONE `add a (BArray ix dx)`, so a is later scattered once instead of receiving n
+BOne singletons. The primal value and the primal's errors are unchanged (the
+occurrence was evaluated for every i anyway).
+"""
+
+from __future__ import annotations
+
+import attrs
+
+from chad.linear import L_UN
+from chad.terms import (
+    AddEVM, Ann, App, BindEVM, Build, Call, Case, Fold, Fst, Index, Inl, Inr, Lam,
+    Length, Let, LPairZero, LUnit, MapA, Pair, Prim, PureEVM, Snd, Term, ThenEVM,
+    Unit, Var,
+)
+from chad.transform import common
+from chad.transform.common import D2, zerot
+from chad.transform.efficient import RULES, Chad
+from chad.types import ArrayT, Prod, Z
+
+from .bag import BagT
+from .nodes import (
+    BArrayT, BEmptyT, Collect, FoldTree, Gather, GetA, Scatter, SequenceScoped,
+    UnTree, Unzip, Zeros,
+)
+
+common.D2_EXTENSIONS[ArrayT] = lambda t: BagT(D2(t.elem))
+common.ZEROT_EXTENSIONS[ArrayT] = lambda t: BEmptyT()
+
+
+def _rule(cls):
+    def register(fn):
+        RULES[cls] = fn
+        return fn
+
+    return register
+
+
+@_rule(Index)
+def chad_index(self: Chad, t: Index) -> Term:
+    r1, r2, d = self.fresh("r"), self.fresh("r"), self.fresh("d")
+    primal = Index(Fst(Var(r1)), Fst(Var(r2)), loc=t.loc)
+    if D2(t.ty) == L_UN:
+        back = Lam(d, None, PureEVM(Unit()), ())
+    else:
+        back = Lam(d, None, App(Snd(Var(r1)), _bone(Fst(Var(r2)), Var(d))), (r1, r2))
+    return Let(r1, self(t.arr), Let(r2, self(t.idx), Pair(primal, back)))
+
+
+def _bone(i: Term, d: Term) -> Term:
+    from .nodes import BOneT
+
+    return BOneT(i, d)
+
+
+@_rule(Length)
+def chad_length(self: Chad, t: Length) -> Term:
+    r, d = self.fresh("r"), self.fresh("d")
+    return Let(r, self(t.expr), Pair(Length(Fst(Var(r))), Lam(d, None, PureEVM(Unit()), ())))
+
+
+def _reverse_pass(u: str, d: str, elem_ty, inits, keep, keep_elem) -> Term:
+    """sequenceScoped inits (snd u) (scatter (zeros (length (fst u))) (collect d))."""
+    lt = D2(elem_ty)
+    ctgs = Scatter(Zeros(Length(Fst(Var(u))), lt), Collect(Var(d), lt), lt)
+    return SequenceScoped(Snd(Var(u)), ctgs, tuple(inits), tuple(keep), tuple(keep_elem))
+
+
+def _proj(res: str, k: int) -> Term:
+    t: Term = Var(res)
+    for _ in range(k):
+        t = Snd(t)
+    return Fst(t)
+
+
+@_rule(Build)
+def chad_build(self: Chad, t: Build) -> Term:
+    rn, n, a, u, d = (self.fresh(s) for s in ("r", "n", "a", "u", "d"))
+    elem_ty = t.ty.elem
+    body, gathers = extract_gathers(t.body, t.name, self.fresh)
+    tokens = [self.ctx.push(t.name, Z)]
+    for g in gathers:
+        tokens.append(self.ctx.push(g.var, g.ty))
+    try:
+        cbody = self(body)
+    finally:
+        for tok in reversed(tokens):
+            self.ctx.pop(tok)
+    ix_of: dict = {}  # one index array per distinct index expression
+    for g in gathers:
+        if g.index not in ix_of:
+            ix_of[g.index] = self.fresh("ix")
+    ixs = [ix_of[g.index] for g in gathers]
+    distinct_ixs = tuple(ix_of.values())
+    gs = [self.fresh("g") for _ in gathers]
+    inner = cbody
+    for g, gname in reversed(list(zip(gathers, gs))):
+        inner = Let(g.var, Index(Var(gname), Var(t.name)), inner)
+    inits = [LUnit()] + [zerot(g.ty) for g in gathers]
+    keep = list(range(1, 1 + len(gathers)))
+    seq = _reverse_pass(u, d, elem_ty, inits, keep, [D2(g.ty) for g in gathers])
+    if gathers:
+        res = self.fresh("res")
+        adds = [AddEVM(self.ctx.level(g.arr), g.arr, BArrayT(_proj(res, k), Var(ix)))
+                for k, (g, ix) in enumerate(zip(gathers, ixs))]
+        chain = adds[-1]
+        for add in reversed(adds[:-1]):
+            chain = ThenEVM(add, chain)
+        back_body = BindEVM(seq, Lam(res, None, chain, distinct_ixs))
+    else:
+        back_body = seq
+    back = Lam(d, None, back_body, (u,) + distinct_ixs)
+    term: Term = Let(a, Build(Var(n), t.name, inner, loc=t.loc),
+                     Let(u, Unzip(Var(a), elem_ty), Pair(Fst(Var(u)), back)))
+    for g, ix, gname in reversed(list(zip(gathers, ixs, gs))):
+        term = Let(gname, Gather(Var(g.arr), Var(ix), loc=g.loc), term)
+    for e, ix in reversed(list(ix_of.items())):
+        term = Let(ix, Build(Var(n), t.name, e, ty=ArrayT(Z), loc=t.loc), term)
+    return Let(rn, self(t.size), Let(n, Fst(Var(rn)), term))
+
+
+@_rule(MapA)
+def chad_map(self: Chad, t: MapA) -> Term:
+    rs, m, u, d, dx = (self.fresh(s) for s in ("r", "m", "u", "d", "dx"))
+    x_ty = t.arr.ty.elem
+    elem_ty = t.ty.elem
+    tok = self.ctx.push(t.name, x_ty)
+    try:
+        cbody = self(t.body)
+    finally:
+        self.ctx.pop(tok)
+    seq = _reverse_pass(u, d, elem_ty, [zerot(x_ty)], [0], [D2(x_ty)])
+    back = Lam(d, None, BindEVM(seq, Lam(dx, None, App(Snd(Var(rs)), BArrayT(Fst(Var(dx)))),
+                                         (rs,))), (u, rs))
+    return Let(rs, self(t.arr), Let(m, MapA(t.name, cbody, Fst(Var(rs)), loc=t.loc),
+                                    Let(u, Unzip(Var(m), elem_ty), Pair(Fst(Var(u)), back))))
+
+
+@_rule(Fold)
+def chad_fold(self: Chad, t: Fold) -> Term:
+    # Fig. 9, reconstructed (see the module docstring): the reverse pass runs
+    # unTree over the recorded reduction tree; scope's result is (cell, ()).
+    rs, tr, d, lf = (self.fresh(s) for s in ("r", "tree", "d", "lf"))
+    el = t.ty
+    tok = self.ctx.push(t.name, Prod(el, el))
+    try:
+        cbody = self(t.body)
+    finally:
+        self.ctx.pop(tok)
+    back = Lam(d, None, BindEVM(
+        UnTree(Var(d), Var(tr), LPairZero(), D2(el)),
+        Lam(lf, None, App(Snd(Var(rs)), BArrayT(Var(lf))), (rs,))), (tr, rs))
+    return Let(rs, self(t.arr), Let(tr, FoldTree(t.name, cbody, Fst(Var(rs)), loc=t.loc),
+                                    Pair(GetA(Var(tr)), back)))
+
+
+# ----------------------------------------------------------------- gather extraction
+
+
+@attrs.frozen
+class GatherRead:
+    var: str      # the fresh variable standing for the occurrence
+    arr: str      # the array variable read
+    index: Term   # the index expression (source term; free vars: i and outer ones)
+    ty: object    # the element type
+    loc: object = attrs.field(default=None, eq=False)  # the occurrence's location
+
+
+def free_vars(t: Term) -> set[str]:
+    """Free variables of a source term."""
+    out: set[str] = set()
+
+    def go(t, bound: frozenset):
+        if isinstance(t, Var):
+            if t.name not in bound:
+                out.add(t.name)
+            return
+        if isinstance(t, Let):
+            go(t.rhs, bound)
+            go(t.body, bound | {t.name})
+        elif isinstance(t, Case):
+            go(t.scrut, bound)
+            go(t.lbody, bound | {t.lname})
+            go(t.rbody, bound | {t.rname})
+        elif isinstance(t, Lam):
+            go(t.body, bound | {t.name})
+        elif isinstance(t, Build):
+            go(t.size, bound)
+            go(t.body, bound | {t.name})
+        elif isinstance(t, (Fold, MapA)):
+            go(t.arr, bound)
+            go(t.body, bound | {t.name})
+        elif isinstance(t, Term):
+            for f in attrs.fields(type(t)):
+                if f.name in ("loc", "ty"):
+                    continue
+                v = getattr(t, f.name)
+                if isinstance(v, Term):
+                    go(v, bound)
+                elif isinstance(v, tuple):
+                    for x in v:
+                        if isinstance(x, Term):
+                            go(x, bound)
+
+    go(t, frozenset())
+    return out
+
+
+def extract_gathers(body: Term, i_name: str, fresh) -> tuple[Term, list[GatherRead]]:
+    """Replace the gather reads of a build body (see the module docstring) by
+    fresh variables; returns the new body and the reads, in order."""
+    found: dict = {}
+    order: list[GatherRead] = []
+
+    def walk(t: Term, inner: frozenset) -> Term:
+        ev = attrs.evolve
+        match t:
+            case Index(Var(a), idx) if (a not in inner and a != i_name
+                                        and D2(t.ty) != L_UN
+                                        and not (free_vars(idx) & inner)):
+                key = (a, idx)
+                g = found.get(key)
+                if g is None:
+                    g = GatherRead(fresh("x"), a, idx, t.ty, t.loc)
+                    found[key] = g
+                    order.append(g)
+                return Var(g.var, loc=t.loc, ty=t.ty)
+            case Index(arr, idx):
+                return ev(t, arr=walk(arr, inner), idx=walk(idx, inner))
+            case Let(name, rhs, b):
+                return ev(t, rhs=walk(rhs, inner), body=walk(b, inner | {name}))
+            case Case():
+                return ev(t, scrut=walk(t.scrut, inner))
+            case Build():
+                return ev(t, size=walk(t.size, inner))
+            case Fold() | MapA():
+                return ev(t, arr=walk(t.arr, inner))
+            case Prim():
+                return ev(t, arg=walk(t.arg, inner))
+            case Pair(l, r):
+                return ev(t, left=walk(l, inner), right=walk(r, inner))
+            case Fst() | Snd() | Inl() | Inr() | Length() | Ann():
+                return ev(t, expr=walk(t.expr, inner))
+            case App(f, x):
+                return ev(t, fn=walk(f, inner), arg=walk(x, inner))
+            case Call():
+                return ev(t, args=tuple(walk(x, inner) for x in t.args))
+        return t  # Var, Unit, Lam (its body runs conditionally), ...
+
+    new = walk(body, frozenset())
+    return new, order

@@ -1,0 +1,452 @@
+"""The complexity criterion over generated programs (seed 000 §3, §6; issue 6).
+
+For every generated program t, arguments x and (sparse) output cotangent d we
+record one `Observation`:
+
+    primal_steps    cost(t; x)                                  (the program)
+    gradient_steps  cost(run (snd (CHAD t) d) zero-env; x, d)   (TH2's left side)
+    ctg_size        size(d)
+    params          |Γ|
+
+and check the TH2-form bound
+
+    gradient_steps <= c' + c * primal_steps + ctg_size + c'' * params
+
+with the formalisation's constants c = 34, c' = 5, c'' = 4 unless others are
+given. `run_check` drives hypothesis: a violation fails the property, hypothesis
+shrinks the program, and the smallest violating program comes back as a
+`Counterexample` (program text, numbers, and the `chad cost` line reproducing it).
+Generation is deterministic given the seed (`@seed`, no example database).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import time
+from typing import Any, Callable, Sequence
+
+from attrs import define, field, frozen
+
+from .generators import (
+    GenCase, available_features, programs, tuple_types, types,
+)
+
+# ----------------------------------------------------------------- constants
+
+
+@frozen
+class Constants:
+    """(c, c', c'') of gradient <= c' + c * primal + size(ctg) + c'' * |Γ|."""
+
+    c: int = 34
+    c1: int = 5
+    c2: int = 4
+
+    @classmethod
+    def parse(cls, text: str) -> "Constants":
+        """"34,5,4" -> Constants(34, 5, 4)."""
+        parts = [p.strip() for p in text.split(",")]
+        if len(parts) != 3:
+            raise ValueError(f"expected three constants c,c',c'' (e.g. 34,5,4), got {text!r}")
+        try:
+            c, c1, c2 = (int(p) for p in parts)
+        except ValueError:
+            raise ValueError(f"constants must be integers, got {text!r}") from None
+        if min(c, c1, c2) < 0:
+            raise ValueError(f"constants must not be negative, got {text!r}")
+        return cls(c, c1, c2)
+
+    def bound(self, primal_steps: int, ctg_size: int, params: int) -> int:
+        return self.c1 + self.c * primal_steps + ctg_size + self.c2 * params
+
+    def __str__(self) -> str:
+        return f"{self.c1} + {self.c}*primal + size(ctg) + {self.c2}*|params|"
+
+
+PROVED = Constants()  # the constants of the corrected Agda formalisation
+
+
+# ----------------------------------------------------------------- observations
+
+
+@frozen
+class Observation:
+    """One measured program: the four numbers of the criterion."""
+
+    primal_steps: int
+    gradient_steps: int
+    ctg_size: int
+    params: int
+    transform: str = "efficient"
+    evm: str = "array"
+
+    def bound(self, k: Constants = PROVED) -> int:
+        return k.bound(self.primal_steps, self.ctg_size, self.params)
+
+    def holds(self, k: Constants = PROVED) -> bool:
+        return self.gradient_steps <= self.bound(k)
+
+    @property
+    def ratio(self) -> float:
+        """gradient / primal steps."""
+        return self.gradient_steps / max(1, self.primal_steps)
+
+    @property
+    def needed_c(self) -> float:
+        """The c this observation needs with c' = 5, c'' = 4: (G - 5 - S - 4n) / P."""
+        return (self.gradient_steps - PROVED.c1 - self.ctg_size
+                - PROVED.c2 * self.params) / max(1, self.primal_steps)
+
+    def as_row(self) -> list[int]:
+        return [self.primal_steps, self.gradient_steps, self.ctg_size, self.params]
+
+    def explain(self, k: Constants = PROVED) -> str:
+        rel = "<=" if self.holds(k) else ">"
+        return (f"gradient_steps {self.gradient_steps} {rel} bound {self.bound(k)} = "
+                f"{k.c1} + {k.c}*{self.primal_steps} + {self.ctg_size} + {k.c2}*{self.params}"
+                f"  (primal_steps {self.primal_steps}, size(ctg) {self.ctg_size}, "
+                f"|params| {self.params})")
+
+
+def transform_names() -> tuple[str, ...]:
+    """The registered transforms, plus "naive-ho" (naive higher-order CHAD, seed
+    000 §9) when chad.functions provides it."""
+    from chad.transform.registry import TRANSFORM_NAMES
+
+    names = tuple(TRANSFORM_NAMES)
+    if "naive-ho" not in names and _naive_ho_spec() is not None:
+        names += ("naive-ho",)
+    return names
+
+
+def _naive_ho_spec():
+    try:
+        from chad.functions.naive_ho import SPEC
+    except Exception:  # not installed (yet)
+        return None
+    return SPEC
+
+
+def get_spec(name: str):
+    """The TransformSpec of a transform name (the registry's, or naive-ho)."""
+    from chad.errors import UsageError
+    from chad.transform.registry import TRANSFORM_NAMES, get_transform
+
+    if name in TRANSFORM_NAMES:
+        return get_transform(name)
+    if name == "naive-ho" and _naive_ho_spec() is not None:
+        return _naive_ho_spec()
+    raise UsageError(f"unknown transform {name!r} (choose from {', '.join(transform_names())})")
+
+
+def measure(program, args, ctg, transform: str = "efficient", evm: str = "array",
+            fn: str | None = None, with_work: bool = False):
+    """The numbers of `chad cost` for one program (chad.api.cost for registered
+    transforms, the same computation with the spec looked up here otherwise).
+    with_work=True also returns the EVM's own work count (runtime/*: tree nodes
+    visited by the persistent map, cells touched by the mutable array)."""
+    from chad.transform.registry import TRANSFORM_NAMES
+
+    if transform in TRANSFORM_NAMES and not with_work:
+        from chad.api import cost
+
+        r = cost(program, list(args), ctg, fn, transform, evm)
+        return Observation(r.primal_steps, r.gradient_steps, r.ctg_size, r.params,
+                           transform, evm)
+    from chad.api import UNSET, _default_ctg, _defs, decode_args, load, make_evm
+    from chad.cotangents import ctg_from_json
+    from chad.deep import run_deep
+    from chad.linear import size
+    from chad.transform.registry import CTG
+    from costmodel.evaluate import Evaluator
+
+    prog = load(program)
+    d = prog.find(fn)
+    env = decode_args(d, list(args))
+    defs = _defs(prog)
+    value, primal = run_deep(Evaluator(defs).eval, d.body, dict(env))
+    ctg = _default_ctg(d, UNSET if ctg is UNSET else ctg)
+    ct = ctg_from_json(d.result, ctg, "ctg", value)
+    term = run_deep(get_spec(transform).gradient_term, d)
+    machine = make_evm(evm)
+    if hasattr(machine, "reset_work"):
+        machine.reset_work()
+    _, gradient = run_deep(Evaluator(defs, machine).eval, term, {**env, CTG: ct})
+    o = Observation(primal, gradient, size(ct), len(d.params), transform, evm)
+    if with_work:
+        return o, getattr(machine, "work", 0)
+    return o
+
+
+def observe(case: GenCase, transform: str = "efficient", evm: str = "array") -> Observation:
+    """Measure one generated case (`chad cost`'s numbers)."""
+    return measure(case.program, case.args, case.ctg, transform, evm)
+
+
+# ----------------------------------------------------------------- counterexamples
+
+
+@frozen
+class Counterexample:
+    """The smallest program found that violates the bound (or that crashed)."""
+
+    case: GenCase
+    observation: Observation | None
+    constants: Constants
+    transform: str
+    evm: str
+    error: str | None = None
+
+    def source(self) -> str:
+        return self.case.source()
+
+    def write(self, directory: str | None = None) -> str:
+        """Write the program to a fresh file; returns its path."""
+        fd, path = tempfile.mkstemp(prefix="chad-check-", suffix=".chad", dir=directory)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(self._header() + self.source())
+        return path
+
+    def _header(self) -> str:
+        return (f"# counterexample found by `chad check --transform {self.transform}`\n"
+                f"# args: {json.dumps(self.case.args_json())}\n"
+                f"# ctg:  {json.dumps(self.case.ctg_json())}\n")
+
+    def command(self, path: str) -> str:
+        k = "" if self.constants == PROVED else \
+            f"   # then compare with the bound {self.constants}"
+        return self.case.command(path, self.transform, self.evm) + k
+
+    def render(self, path: str | None = None) -> str:
+        lines = []
+        if self.error is not None:
+            lines.append(f"error on a generated program ({self.transform} transform): {self.error}")
+        else:
+            lines.append(f"VIOLATION of the bound {self.constants} by the {self.transform} "
+                         f"transform:")
+            lines.append(f"  {self.observation.explain(self.constants)}")
+        lines.append("the smallest program found (shrunk by hypothesis):")
+        lines.extend("  " + ln for ln in self.source().rstrip("\n").splitlines())
+        lines.append(f"arguments: {json.dumps(self.case.args_json())}")
+        lines.append(f"output cotangent: {json.dumps(self.case.ctg_json())}")
+        if path is not None:
+            lines.append(f"written to {path}; reproduce with:")
+            lines.append(f"  {self.command(path)}")
+        return "\n".join(lines)
+
+    def as_json(self, path: str | None = None) -> dict:
+        return {
+            "source": self.source(),
+            "args": self.case.args_json(),
+            "ctg": self.case.ctg_json(),
+            "observation": None if self.observation is None else
+            dict(zip(["primal_steps", "gradient_steps", "ctg_size", "params"],
+                     self.observation.as_row()),
+                 bound=self.observation.bound(self.constants)),
+            "error": self.error,
+            "file": path,
+            "command": None if path is None else self.command(path),
+        }
+
+
+# ----------------------------------------------------------------- the check
+
+
+@define
+class CheckResult:
+    transform: str
+    evm: str
+    seed: int
+    requested: int
+    max_depth: int
+    constants: Constants
+    features: dict
+    observations: list = field(factory=list)
+    generated: int = 0  # programs measured before the first violation
+    counterexample: Counterexample | None = None
+    elapsed: float = 0.0
+
+    @property
+    def holds(self) -> bool:
+        return self.counterexample is None
+
+    @property
+    def max_ratio(self) -> float:
+        return max((o.ratio for o in self.observations), default=0.0)
+
+    def summary(self) -> dict:
+        obs = self.observations
+        return {
+            "transform": self.transform, "evm": self.evm, "seed": self.seed,
+            "programs": self.generated, "requested": self.requested,
+            "measurements": len(obs), "max_depth": self.max_depth,
+            "features": self.features,
+            "constants": {"c": self.constants.c, "c1": self.constants.c1,
+                          "c2": self.constants.c2},
+            "holds": self.holds,
+            "violations": sum(1 for o in obs if not o.holds(self.constants)),
+            "max_ratio": round(self.max_ratio, 4),
+            "max_primal_steps": max((o.primal_steps for o in obs), default=0),
+            "max_gradient_steps": max((o.gradient_steps for o in obs), default=0),
+            "elapsed_seconds": round(self.elapsed, 2),
+        }
+
+
+class _Violation(Exception):
+    """Raised inside the hypothesis property so that hypothesis shrinks."""
+
+
+def check_strategy(max_depth: int = 5, *, arrays: bool = False, functions: bool = False,
+                   max_params: int = 4):
+    """The programs `chad check` generates: ordinary contexts (parameters of
+    small types) and, half the time, large records (`tuple_types`), whose dense
+    cotangents are what the naive transform pays for (seed 000 Table 1)."""
+    from hypothesis import strategies as st
+
+    ptypes = st.one_of(types(2, arrays), tuple_types(48))
+    return programs(max_depth=max_depth, max_params=max_params, param_types=ptypes,
+                    arrays=arrays, functions=functions, max_size=120)
+
+
+def transform_features(transform: str) -> dict[str, bool]:
+    """The language features both installed and supported by `transform`
+    (probed by transforming a tiny program that uses them)."""
+    feats = available_features()
+    out = {}
+    for name, ok in feats.items():
+        out[name] = ok and _supports(transform, name)
+    return out
+
+
+def _supports(transform: str, feature: str) -> bool:
+    from chad.errors import ChadError
+    from chad.terms import App, Build, Def, Index, Lam, Param, Prim, Unit, Var
+    from chad.types import ArrayT, Fun, R, UNIT, Z
+
+    if feature == "arrays":
+        a = Var("a", ty=ArrayT(R))
+        body = Build(Prim("ILIT", Unit(ty=UNIT), 1, ty=Z), "i",
+                     Index(a, Var("i", ty=Z), ty=R), ty=ArrayT(R))
+        d = Def("f", (Param("a", ArrayT(R)),), ArrayT(R), body)
+    else:
+        x = Var("x", ty=R)
+        body = App(Lam("y", R, Var("y", ty=R), (), ty=Fun(R, R)), x, ty=R)
+        d = Def("f", (Param("x", R),), R, body)
+    try:
+        from chad.deep import run_deep
+
+        run_deep(get_spec(transform).gradient_term, d)
+        return True
+    except (ChadError, NotImplementedError, KeyError, TypeError, AttributeError):
+        return False
+
+
+def run_check(transform: str = "efficient", evm: str = "array", programs: int = 200,
+              max_depth: int = 5, seed: int = 0, constants: Constants = PROVED,
+              strategy=None, progress: Callable[[int, int], None] | None = None,
+              features: dict | None = None, target: bool = True) -> CheckResult:
+    """Check the bound on `programs` generated programs; shrink a violation.
+
+    The search is hypothesis's: random generation, then (target=True) hill
+    climbing on the constant c each program needs, then shrinking of the first
+    violation. Everything is deterministic given `seed`.
+    """
+    from hypothesis import HealthCheck, Phase, Verbosity, given, settings
+    from hypothesis import seed as hseed
+    from hypothesis import target as htarget
+
+    from chad.errors import ChadError
+
+    if features is None:
+        features = transform_features(transform)
+    if strategy is None:
+        strategy = check_strategy(max_depth, **features)
+    result = CheckResult(transform, evm, seed, programs, max_depth, constants, dict(features))
+    state: dict[str, Any] = {"failed": False, "last": None}
+    phases = [Phase.generate, Phase.shrink] + ([Phase.target] if target else [])
+
+    @settings(max_examples=programs, database=None, deadline=None, derandomize=False,
+              phases=phases, suppress_health_check=list(HealthCheck),
+              report_multiple_bugs=False, print_blob=False, verbosity=Verbosity.quiet)
+    @given(strategy)
+    def prop(case):
+        try:
+            o = observe(case, transform, evm)
+        except ChadError as e:
+            state["last"] = (case, None, f"{type(e).__name__}: {e}")
+            state["failed"] = True
+            raise _Violation from e
+        except RecursionError:
+            raise
+        except Exception as e:  # a crash of the transform or evaluator: report it
+            state["last"] = (case, None, f"{type(e).__name__}: {e}")
+            state["failed"] = True
+            raise _Violation from e
+        result.observations.append(o)
+        if not state["failed"]:
+            result.generated += 1
+            if progress is not None:
+                progress(result.generated, programs)
+        if target:
+            htarget(o.needed_c, label="c needed")
+        if not o.holds(constants):
+            state["last"] = (case, o, None)
+            state["failed"] = True
+            raise _Violation
+
+    start = time.perf_counter()
+    try:
+        hseed(seed)(prop)()
+    except _Violation:
+        case, o, err = state["last"]
+        result.counterexample = Counterexample(case, o, constants, transform, evm, err)
+    finally:
+        result.elapsed = time.perf_counter() - start
+    return result
+
+
+# ----------------------------------------------------------------- progress bar
+
+
+class ProgressBar:
+    """A one-line progress bar on a terminal (stderr); silent otherwise."""
+
+    def __init__(self, label: str, stream=None, enabled: bool | None = None, width: int = 30):
+        import sys
+
+        self.stream = stream or sys.stderr
+        self.enabled = self.stream.isatty() if enabled is None else enabled
+        self.label = label
+        self.width = width
+        self._last = -1.0
+
+    def __call__(self, done: int, total: int) -> None:
+        if not self.enabled:
+            return
+        now = time.monotonic()
+        if done < total and now - self._last < 0.1:
+            return
+        self._last = now
+        frac = min(1.0, done / max(1, total))
+        filled = int(frac * self.width)
+        bar = "#" * filled + "-" * (self.width - filled)
+        self.stream.write(f"\r{self.label} [{bar}] {done}/{total}")
+        self.stream.flush()
+
+    def close(self) -> None:
+        if self.enabled:
+            self.stream.write("\r" + " " * (len(self.label) + self.width + 24) + "\r")
+            self.stream.flush()
+
+
+def observations_from_rows(rows: Sequence[Sequence[int]], transform: str = "efficient",
+                           evm: str = "array") -> list[Observation]:
+    return [Observation(*map(int, r[:4]), transform, evm) for r in rows]
+
+
+__all__ = ["Constants", "PROVED", "Observation", "observe", "measure", "get_spec",
+           "transform_names", "Counterexample", "CheckResult",
+           "run_check", "check_strategy", "transform_features", "ProgressBar",
+           "observations_from_rows"]

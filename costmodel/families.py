@@ -1,0 +1,276 @@
+"""Program families indexed by n: measured step counts, exact fits as functions
+of n, and z3's verdict on "some (c, c') bound the family for all n".
+
+    op_fst           x : R * (R * ... * R)  (n + 1 reals)  ⊢  fst x + fst x + ... + fst x
+                     (n occurrences; seed 000 §4, `op(fst x, ..., fst x)`: naive
+                     CHAD builds a dense zero of the n-tuple per occurrence)
+    t_magic          x1 ... xn : R ⊢ a complete binary tree of + over x1 .. xn
+                     (n a power of two; seed 000 appendix A: merging environment
+                     cotangents at each + costs |Γ| naively)
+    nested_lambdas   x_n : R ⊢ t_n = (\\x_{n-1} -> (... (\\x_1 -> x_1) x_2 ...) x_{n-1}) x_n
+                     (seed 000 §9: naive higher-order CHAD is 2^n)     [needs chad.functions]
+    build_index      a : Array R (length n) ⊢ build n (\\i -> a ! i)
+                     (seed 000 §7: one-hot array cotangents)           [needs chad.arrays]
+
+    fam = FAMILIES["t_magic"]
+    result = study(fam, "naive")          # measure, fit, decide
+    result.verdict.status                 # "refuted"
+    print(result.render())
+
+`study` measures the family at its training sizes and held-back sizes, fits
+primal steps, gradient steps, size(ctg) and |Γ| exactly (costmodel.fit.fit_exact,
+verified on the held-back sizes) and asks z3 (costmodel.fit.decide_family).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from attrs import frozen
+
+from chad.terms import (
+    App, Build, Def, Fst, Index, Lam, Param, Pair, Prim, Program, Unit, Var,
+)
+from chad.types import UNIT, ArrayT, Fun, Prod, R, Z
+
+from .criterion import Constants, Observation, PROVED, measure
+from .fit import ClosedForm, FitError, Verdict, decide_family, fit_exact
+
+
+@frozen
+class Instance:
+    """One member of a family: a program and the arguments to measure it on."""
+
+    n: int
+    program: Program
+    args: list
+    ctg: Any
+
+    def source(self) -> str:
+        from chad.printer import print_program
+
+        return print_program(self.program)
+
+
+@frozen
+class Family:
+    name: str
+    description: str
+    make: Callable[[int], Instance]
+    sizes: tuple[int, ...]  # training sizes
+    heldout: tuple[int, ...]  # held-back sizes, used only to verify the fits
+    transforms: tuple[str, ...]  # transforms that apply, efficient first
+    requires: str | None = None  # "arrays" / "functions"
+    reference: str = ""
+
+    def available(self) -> bool:
+        if self.requires is None:
+            return True
+        from .generators import available_features
+
+        return available_features()[self.requires]
+
+    def why_unavailable(self) -> str:
+        return (f"the {self.name} family needs chad.{self.requires}, which is not "
+                f"available in this installation")
+
+
+# ----------------------------------------------------------------- the families
+
+
+def _add(a, b):
+    return Prim("ADD", Pair(a, b, ty=Prod(R, R)), ty=R)
+
+
+def _reals(k: int):
+    """The right-nested k-tuple type R * (R * ... * R) and a value of it."""
+    ty, val = R, 1.0
+    for _ in range(k - 1):
+        ty, val = Prod(R, ty), (1.0, val)
+    return ty, val
+
+
+def op_fst(n: int) -> Instance:
+    """x : R * R^n ⊢ fst x + ... + fst x (n occurrences)."""
+    tau, tv = _reals(n)
+    xty = Prod(R, tau)
+    x = Var("x", ty=xty)
+    body = Fst(x, ty=R)
+    for _ in range(n - 1):
+        body = _add(body, Fst(x, ty=R))
+    d = Def("f", (Param("x", xty),), R, body)
+    return Instance(n, Program((d,)), [[1.0, _json(tv)]], 1.0)
+
+
+def _json(v):
+    return [_json(v[0]), _json(v[1])] if isinstance(v, tuple) else v
+
+
+def t_magic(n: int) -> Instance:
+    """x1 .. xn : R ⊢ the complete binary tree of + over x1 .. x_(2^r), 2^r <= n."""
+    r = max(0, n.bit_length() - 1)
+    leaves = [Var(f"x{i + 1}", ty=R) for i in range(2 ** r)]
+    while len(leaves) > 1:
+        leaves = [_add(leaves[i], leaves[i + 1]) for i in range(0, len(leaves), 2)]
+    params = tuple(Param(f"x{i + 1}", R) for i in range(n))
+    d = Def("f", params, R, leaves[0])
+    return Instance(n, Program((d,)), [1.0] * n, 1.0)
+
+
+def nested_lambdas(n: int) -> Instance:
+    """t_n of seed 000 §9: s_1 = x1, s_k = (\\x_(k-1) -> s_(k-1)) x_k, t_n = s_n."""
+    body = Var("x1", ty=R)
+    for k in range(2, n + 1):
+        lam = Lam(f"x{k - 1}", R, body, (), ty=Fun(R, R))
+        body = App(lam, Var(f"x{k}", ty=R), ty=R)
+    d = Def("t", (Param(f"x{n}", R),), R, body)
+    return Instance(n, Program((d,)), [1.0], 1.0)
+
+
+def build_index(n: int) -> Instance:
+    """a : Array R ⊢ build n (\\i -> a ! i), a of length n."""
+    aty = ArrayT(R)
+    body = Build(Prim("ILIT", Unit(ty=UNIT), n, ty=Z), "i",
+                 Index(Var("a", ty=aty), Var("i", ty=Z), ty=R), ty=aty)
+    d = Def("f", (Param("a", aty),), aty, body)
+    return Instance(n, Program((d,)), [[1.0] * n], [1.0] * n)
+
+
+FAMILIES: dict[str, Family] = {
+    f.name: f for f in [
+        Family("op_fst", "x : R * R^n ⊢ fst x + ... + fst x (n times)", op_fst,
+               (1, 2, 3, 4, 5, 6, 8), (12, 16), ("efficient", "naive"),
+               reference="seed 000 §4 (Table 1: zeros must be constant-time)"),
+        Family("t_magic", "x1..xn : R ⊢ complete binary +-tree over x1..xn (n = 2^r)",
+               t_magic, (2, 4, 8, 16, 32), (64, 128), ("efficient", "naive"),
+               reference="seed 000 appendix A (why union is not efficient)"),
+        Family("nested_lambdas", "x_n : R ⊢ t_n, n - 1 nested (\\x -> ...) x applications",
+               nested_lambdas, (1, 2, 3, 4, 5, 6, 7, 8), (10, 12),
+               ("efficient", "naive-ho"), requires="functions",
+               reference="seed 000 §9 (naive higher-order CHAD is O(2^n))"),
+        Family("build_index", "a : Array R (length n) ⊢ build n (\\i -> a ! i)", build_index,
+               (1, 2, 3, 4, 6, 8), (16, 32), ("efficient",), requires="arrays",
+               reference="seed 000 §7 (one-hot array cotangents, Bag)"),
+    ]
+}
+
+
+# ----------------------------------------------------------------- measuring and fitting
+
+
+@frozen
+class FamilyFit:
+    primal: ClosedForm
+    gradient: ClosedForm
+    ctg_size: ClosedForm
+    params: ClosedForm
+
+    def as_json(self) -> dict:
+        return {k: getattr(self, k).as_json() for k in
+                ("primal", "gradient", "ctg_size", "params")}
+
+
+@frozen
+class FamilyResult:
+    family: Family
+    transform: str
+    evm: str
+    points: tuple[Observation, ...]  # training sizes then held-back sizes, in order
+    ns: tuple[int, ...]
+    fit: FamilyFit | None
+    verdict: Verdict | None
+    error: str | None = None
+    constants: Constants = PROVED
+
+    @property
+    def status(self) -> str:
+        return self.verdict.status if self.verdict is not None else "error"
+
+    def holds_at(self) -> list[bool]:
+        return [o.holds(self.constants) for o in self.points]
+
+    def render(self) -> str:
+        f = self.family
+        lines = [f"family {f.name} ({f.description}); {f.reference}",
+                 f"transform {self.transform}, evm {self.evm}",
+                 f"  {'n':>5} {'primal':>8} {'gradient':>10} {'size(ctg)':>9} {'|params|':>8} "
+                 f"{'bound':>8}  holds"]
+        held = set(f.heldout)
+        for n, o in zip(self.ns, self.points):
+            mark = "  (held back)" if n in held else ""
+            lines.append(f"  {n:>5} {o.primal_steps:>8} {o.gradient_steps:>10} "
+                         f"{o.ctg_size:>9} {o.params:>8} {o.bound(self.constants):>8}  "
+                         f"{'yes' if o.holds(self.constants) else 'NO'}{mark}")
+        if self.fit is not None:
+            lines.append("exact fits (verified on the held-back n):")
+            lines.append(f"  primal(n)    = {self.fit.primal}")
+            lines.append(f"  gradient(n)  = {self.fit.gradient}")
+            lines.append(f"  size(ctg)(n) = {self.fit.ctg_size}")
+            lines.append(f"  |params|(n)  = {self.fit.params}")
+        if self.error is not None:
+            lines.append(f"error: {self.error}")
+        if self.verdict is not None:
+            lines.append(f"z3: exists c, c' >= 0. forall n >= {min(self.ns)}: gradient(n) <= "
+                         f"c*primal(n) + c' + size(ctg)(n) + {self.verdict.c2}*|params|(n) ?")
+            lines.append(f"  {self.verdict}")
+            if self.verdict.method:
+                lines.append(f"  (method: {self.verdict.method})")
+        return "\n".join(lines)
+
+    def as_json(self) -> dict:
+        return {
+            "family": self.family.name, "description": self.family.description,
+            "transform": self.transform, "evm": self.evm,
+            "points": [dict(n=n, primal_steps=o.primal_steps, gradient_steps=o.gradient_steps,
+                            ctg_size=o.ctg_size, params=o.params,
+                            heldout=n in self.family.heldout)
+                       for n, o in zip(self.ns, self.points)],
+            "fit": None if self.fit is None else self.fit.as_json(),
+            "verdict": None if self.verdict is None else self.verdict.as_json(),
+            "status": self.status, "error": self.error,
+        }
+
+
+def measure_family(family: Family, transform: str, evm: str = "array",
+                   ns=None) -> list[Observation]:
+    ns = tuple(ns) if ns is not None else family.sizes + family.heldout
+    out = []
+    for n in ns:
+        inst = family.make(n)
+        out.append(measure(inst.program, inst.args, inst.ctg, transform, evm))
+    return out
+
+
+def fit_family(ns, points: list[Observation], heldout: tuple[int, ...]) -> FamilyFit:
+    train = [(n, o) for n, o in zip(ns, points) if n not in heldout]
+    held = [(n, o) for n, o in zip(ns, points) if n in heldout]
+
+    def one(attr):
+        return fit_exact([n for n, _ in train], [getattr(o, attr) for _, o in train],
+                         [n for n, _ in held], [getattr(o, attr) for _, o in held])
+
+    return FamilyFit(one("primal_steps"), one("gradient_steps"), one("ctg_size"),
+                     one("params"))
+
+
+def study(family: Family | str, transform: str = "efficient", evm: str = "array",
+          constants: Constants = PROVED) -> FamilyResult:
+    """Measure, fit exactly, and let z3 decide whether the family is bounded."""
+    if isinstance(family, str):
+        family = FAMILIES[family]
+    ns = family.sizes + family.heldout
+    points = measure_family(family, transform, evm, ns)
+    try:
+        fit = fit_family(ns, points, family.heldout)
+    except FitError as e:
+        return FamilyResult(family, transform, evm, tuple(points), ns, None, None, str(e),
+                            constants)
+    verdict = decide_family(fit.primal, fit.gradient, fit.ctg_size, fit.params,
+                            n0=min(ns), c2=constants.c2)
+    return FamilyResult(family, transform, evm, tuple(points), ns, fit, verdict, None,
+                        constants)
+
+
+__all__ = ["Family", "Instance", "FAMILIES", "FamilyFit", "FamilyResult", "study",
+           "measure_family", "fit_family", "op_fst", "t_magic", "nested_lambdas",
+           "build_index"]
