@@ -7,6 +7,7 @@ a thread with a large C stack and a high recursion limit.
 
 from __future__ import annotations
 
+import gc
 import sys
 import threading
 from typing import Callable, TypeVar
@@ -35,6 +36,11 @@ def run_deep(fn: Callable[..., T], *args, **kwargs) -> T:
 
     old_size = threading.stack_size()
     threading.stack_size(STACK_BYTES)
+    # The cyclic GC rescans every live object each time it runs; with the many
+    # small terms and closures of a deep evaluation that made it 2.5x slower. Terms
+    # and values are acyclic, so reference counting frees them; the collector is
+    # paused for the duration of the call (it is process-wide, hence the counter).
+    _pause_gc()
     try:
         if sys.getrecursionlimit() < RECURSION_LIMIT:
             sys.setrecursionlimit(RECURSION_LIMIT)
@@ -42,10 +48,35 @@ def run_deep(fn: Callable[..., T], *args, **kwargs) -> T:
         thread.start()
     finally:
         threading.stack_size(old_size)
-    thread.join()
+    try:
+        thread.join()
+    finally:
+        _resume_gc()
     if error:
         raise error[0]
     return result[0]
+
+
+_gc_lock = threading.Lock()
+_gc_pauses = 0
+_gc_was_enabled = True
+
+
+def _pause_gc() -> None:
+    global _gc_pauses, _gc_was_enabled
+    with _gc_lock:
+        if _gc_pauses == 0:
+            _gc_was_enabled = gc.isenabled()
+            gc.disable()
+        _gc_pauses += 1
+
+
+def _resume_gc() -> None:
+    global _gc_pauses
+    with _gc_lock:
+        _gc_pauses -= 1
+        if _gc_pauses == 0 and _gc_was_enabled:
+            gc.enable()
 
 
 def deep(fn: Callable[..., T]) -> Callable[..., T]:

@@ -92,130 +92,14 @@ class Evaluator:
             return fn(arg)
         raise EvalError(f"applying a value that is not a function: {fn!r}")
 
-    # ------------------------------------------------------------ the rules
+    # ------------------------------------------------------------ dispatch
     def eval(self, t, env: dict) -> tuple[Any, int]:
-        match t:
-            case Var(name):
-                try:
-                    return env[name], 1
-                except KeyError:
-                    raise EvalError(f"unbound variable {name!r}", t.loc) from None
-            case Let(name, rhs, body):
-                v, c1 = self.eval(rhs, env)
-                r, c2 = self.bind(env, name, v, body)
-                return r, 1 + c1 + c2
-            case Prim(op, arg, const):
-                v, c = self.eval(arg, env)
-                if op == "LIT" or op == "ILIT":
-                    return const, 1 + c
-                prim = PRIMITIVES.get(op)
-                if prim is None:
-                    return self._extension(t, env)
-                try:
-                    r = prim.evaluate(v)
-                except EvalError as e:
-                    if e.loc is None:
-                        e.loc = t.loc
-                    raise
-                except (OverflowError, ZeroDivisionError, ValueError) as e:
-                    raise EvalError(f"{op.lower()} of {v!r}: {e}", t.loc) from None
-                return r, 1 + c + prim_extra_cost(op, v)
-            case Unit():
-                return None, 1
-            case Pair(a, b):
-                va, ca = self.eval(a, env)
-                vb, cb = self.eval(b, env)
-                return (va, vb), 1 + ca + cb
-            case Fst(e):
-                v, c = self.eval(e, env)
-                return v[0], 1 + c
-            case Snd(e):
-                v, c = self.eval(e, env)
-                return v[1], 1 + c
-            case Inl(e):
-                v, c = self.eval(e, env)
-                return Inj(0, v), 1 + c
-            case Inr(e):
-                v, c = self.eval(e, env)
-                return Inj(1, v), 1 + c
-            case Case(scrut, lname, lbody, rname, rbody):
-                v, c = self.eval(scrut, env)
-                if v.side == 0:
-                    r, cb = self.bind(env, lname, v.value, lbody)
-                else:
-                    r, cb = self.bind(env, rname, v.value, rbody)
-                return r, 1 + c + cb
-            case Lam(name, _pty, body, captures):
-                if captures is None:
-                    raise EvalError("internal: lambda without a capture list", t.loc)
-                return Closure(name, body, {x: env[x] for x in captures}), 1 + len(captures)
-            case App(fn, arg):
-                f, cf = self.eval(fn, env)
-                x, cx = self.eval(arg, env)
-                y, cy = self.apply(f, x)
-                return y, 1 + cf + cx + cy
-            case Call(name, args):
-                return self._call(t, name, args, env)
-            case Ann(e, _):
-                return self.eval(e, env)
-            # ---------------------------------------------------- EVM operations
-            case PureEVM(e):
-                v, c = self.eval(e, env)
-                return self.evm.pure(v), 1 + c
-            case BindEVM(m, k):
-                mv, c1 = self.eval(m, env)
-                kv, c2 = self.eval(k, env)
-                return self.evm.bind(mv, lambda x, kv=kv: self.apply(kv, x)), 1 + c1 + c2
-            case ThenEVM(a, b):
-                # = let x = b in bind a (lamwith [x] (\_ -> x)):
-                #   let 1 + cb + (bind 1 + ca + (lam 1 + 1))
-                vb, cb = self.eval(b, env)
-                va, ca = self.eval(a, env)
-                return self.evm.then(va, vb), 4 + ca + cb
-            case RunEVM(m, denv):
-                mv, c1 = self.eval(m, env)
-                dv, c2 = self.eval(denv, env)
-                x, cells, crun = self.evm.run(mv, env_tuple_to_cells(dv))
-                return (x, cells_to_env_tuple(cells)), 1 + c1 + c2 + crun
-            case AddEVM(level, _name, val):
-                v, c = self.eval(val, env)
-                return self.evm.add(level, v), 1 + c
-            case ScopeEVM(init, m):
-                iv, c1 = self.eval(init, env)
-                mv, c2 = self.eval(m, env)
-                return self.evm.scope(iv, mv), 1 + c1 + c2
-            # ---------------------------------------------------- sparse linear operations
-            case LUnit():
-                return None, 1
-            case LPair(a, b):
-                va, ca = self.eval(a, env)
-                vb, cb = self.eval(b, env)
-                return (va, vb), 1 + ca + cb
-            case LFst(e, zero):
-                v, c = self.eval(e, env)
-                if v is None:  # corrected formalisation: 1 + argument + zero
-                    z, cz = zerov(zero)
-                    return z, 1 + c + cz
-                return v[0], 1 + c
-            case LSnd(e, zero):
-                v, c = self.eval(e, env)
-                if v is None:
-                    z, cz = zerov(zero)
-                    return z, 1 + c + cz
-                return v[1], 1 + c
-            case LPairZero() | LSumZero():
-                return None, 1
-            case LInl(e):
-                v, c = self.eval(e, env)
-                return Inj(0, v), 1 + c
-            case LInr(e):
-                v, c = self.eval(e, env)
-                return Inj(1, v), 1 + c
-            case LCastL(e, zero):
-                return self._cast(e, zero, 0, env)
-            case LCastR(e, zero):
-                return self._cast(e, zero, 1, env)
-        return self._extension(t, env)
+        """(value, steps) of t: one rule per node class, in RULES."""
+        try:
+            fn = RULES[type(t)]
+        except KeyError:
+            raise EvalError(f"internal: no evaluation rule for {type(t).__name__}") from None
+        return fn(self, t, env)
 
     def _cast(self, e, zero, side: int, env):
         v, c = self.eval(e, env)
@@ -238,11 +122,6 @@ class Evaluator:
         r, cb = self.eval(d.body, inner)
         return r, cost + cb
 
-    def _extension(self, t, env):
-        fn = RULES.get(type(t))
-        if fn is None:
-            raise EvalError(f"internal: no evaluation rule for {type(t).__name__}")
-        return fn(self, t, env)
 
 
 def prim_extra_cost(op: str, arg) -> int:
@@ -276,6 +155,192 @@ def evaluate(term, env: dict | None = None, defs=None, evm=None) -> tuple[Any, i
     from chad.deep import run_deep
 
     return run_deep(Evaluator(defs, evm).eval, term, dict(env or {}))
+
+
+# ------------------------------------------------------------------ core rules
+# The formalisation's `eval`, one function per term former.
+
+
+@rule(Var)
+def _var(ev, t, env):
+    try:
+        return env[t.name], 1
+    except KeyError:
+        raise EvalError(f"unbound variable {t.name!r}", t.loc) from None
+
+
+@rule(Let)
+def _let(ev, t, env):
+    v, c1 = ev.eval(t.rhs, env)
+    r, c2 = ev.bind(env, t.name, v, t.body)
+    return r, 1 + c1 + c2
+
+
+@rule(Prim)
+def _prim(ev, t, env):
+    v, c = ev.eval(t.arg, env)
+    op = t.op
+    if op == "LIT" or op == "ILIT":
+        return t.const, 1 + c
+    prim = PRIMITIVES.get(op)
+    if prim is None or prim.evaluate is None:
+        raise EvalError(f"internal: no evaluation for primitive {op}", t.loc)
+    try:
+        r = prim.evaluate(v)
+    except EvalError as e:
+        if e.loc is None:
+            e.loc = t.loc
+        raise
+    except (OverflowError, ZeroDivisionError, ValueError) as e:
+        raise EvalError(f"{op.lower()} of {v!r}: {e}", t.loc) from None
+    return r, 1 + c + prim_extra_cost(op, v)
+
+
+@rule(Unit, LUnit, LPairZero, LSumZero)
+def _unit(ev, t, env):
+    return None, 1
+
+
+@rule(Pair, LPair)
+def _pair(ev, t, env):
+    va, ca = ev.eval(t.left, env)
+    vb, cb = ev.eval(t.right, env)
+    return (va, vb), 1 + ca + cb
+
+
+@rule(Fst)
+def _fst(ev, t, env):
+    v, c = ev.eval(t.expr, env)
+    return v[0], 1 + c
+
+
+@rule(Snd)
+def _snd(ev, t, env):
+    v, c = ev.eval(t.expr, env)
+    return v[1], 1 + c
+
+
+@rule(Inl, LInl)
+def _inl(ev, t, env):
+    v, c = ev.eval(t.expr, env)
+    return Inj(0, v), 1 + c
+
+
+@rule(Inr, LInr)
+def _inr(ev, t, env):
+    v, c = ev.eval(t.expr, env)
+    return Inj(1, v), 1 + c
+
+
+@rule(Case)
+def _case(ev, t, env):
+    v, c = ev.eval(t.scrut, env)
+    if v.side == 0:
+        r, cb = ev.bind(env, t.lname, v.value, t.lbody)
+    else:
+        r, cb = ev.bind(env, t.rname, v.value, t.rbody)
+    return r, 1 + c + cb
+
+
+@rule(Lam)
+def _lam(ev, t, env):
+    if t.captures is None:
+        raise EvalError("internal: lambda without a capture list", t.loc)
+    return Closure(t.name, t.body, {x: env[x] for x in t.captures}), 1 + len(t.captures)
+
+
+@rule(App)
+def _app(ev, t, env):
+    f, cf = ev.eval(t.fn, env)
+    x, cx = ev.eval(t.arg, env)
+    y, cy = ev.apply(f, x)
+    return y, 1 + cf + cx + cy
+
+
+@rule(Call)
+def _call(ev, t, env):
+    return ev._call(t, t.name, t.args, env)
+
+
+@rule(Ann)
+def _ann(ev, t, env):
+    return ev.eval(t.expr, env)
+
+
+# ------------------------------------------------------------------ EVM operations
+
+
+@rule(PureEVM)
+def _pure(ev, t, env):
+    v, c = ev.eval(t.expr, env)
+    return ev.evm.pure(v), 1 + c
+
+
+@rule(BindEVM)
+def _bindevm(ev, t, env):
+    mv, c1 = ev.eval(t.m, env)
+    kv, c2 = ev.eval(t.k, env)
+    return ev.evm.bind(mv, lambda x, kv=kv: ev.apply(kv, x)), 1 + c1 + c2
+
+
+@rule(ThenEVM)
+def _then(ev, t, env):
+    # = let x = b in bind a (lamwith [x] (\_ -> x)): let 1 + cb + (bind 1 + ca + (lam 1 + 1))
+    vb, cb = ev.eval(t.second, env)
+    va, ca = ev.eval(t.first, env)
+    return ev.evm.then(va, vb), 4 + ca + cb
+
+
+@rule(RunEVM)
+def _run(ev, t, env):
+    mv, c1 = ev.eval(t.m, env)
+    dv, c2 = ev.eval(t.env, env)
+    x, cells, crun = ev.evm.run(mv, env_tuple_to_cells(dv))
+    return (x, cells_to_env_tuple(cells)), 1 + c1 + c2 + crun
+
+
+@rule(AddEVM)
+def _add(ev, t, env):
+    v, c = ev.eval(t.val, env)
+    return ev.evm.add(t.level, v), 1 + c
+
+
+@rule(ScopeEVM)
+def _scope(ev, t, env):
+    iv, c1 = ev.eval(t.init, env)
+    mv, c2 = ev.eval(t.m, env)
+    return ev.evm.scope(iv, mv), 1 + c1 + c2
+
+
+# ------------------------------------------------------------------ sparse linear operations
+
+
+@rule(LFst)
+def _lfst(ev, t, env):
+    v, c = ev.eval(t.expr, env)
+    if v is None:  # corrected formalisation: 1 + argument + zero
+        z, cz = zerov(t.zero)
+        return z, 1 + c + cz
+    return v[0], 1 + c
+
+
+@rule(LSnd)
+def _lsnd(ev, t, env):
+    v, c = ev.eval(t.expr, env)
+    if v is None:
+        z, cz = zerov(t.zero)
+        return z, 1 + c + cz
+    return v[1], 1 + c
+
+
+@rule(LCastL)
+def _lcastl(ev, t, env):
+    return ev._cast(t.expr, t.zero, 0, env)
+
+
+@rule(LCastR)
+def _lcastr(ev, t, env):
+    return ev._cast(t.expr, t.zero, 1, env)
 
 
 import chad.extensions  # noqa: E402,F401  (registers array/function rules)

@@ -73,10 +73,14 @@ def pair_with(ty: Type, ctg, v) -> float | None:
     return 0.0
 
 
-def fd_gradient(f, params, args, ctg, result_ty, h=1e-5):
+def fd_gradient(f, params, args, ctg, result_ty, h=1e-5, tol=1e-3):
     """{(param index, path): derivative} by central differences, or None when the
-    program is not differentiable there (a sum side or branch flips)."""
+    program is not differentiable there: a sum side flips, or the two one-sided
+    differences disagree (a kink or a jump, e.g. a `sign` tie at 0)."""
     out = {}
+    centre = pair_with(result_ty, ctg, f(list(args)))
+    if centre is None:
+        return None
     for i, p in enumerate(params):
         for path in real_leaves(p.ty, args[i]):
             vals = []
@@ -87,5 +91,27 @@ def fd_gradient(f, params, args, ctg, result_ty, h=1e-5):
                 if r is None:
                     return None
                 vals.append(r)
+            forward, backward = (vals[0] - centre) / h, (centre - vals[1]) / h
+            if abs(forward - backward) > tol * (1 + abs(forward) + abs(backward)):
+                return None
             out[(i, path)] = (vals[0] - vals[1]) / (2 * h)
     return out
+
+
+def near_sign_tie(body, env, defs=None, eps=1e-3) -> bool:
+    """True when some `sign e` in the evaluation of body sees |e| < eps: there the
+    derivative follows the branch taken, and finite differences cross branches."""
+    from chad.terms import Prim
+    from costmodel.evaluate import Evaluator
+
+    seen = []
+
+    class Watch(Evaluator):
+        def eval(self, t, env):
+            if isinstance(t, Prim) and t.op == "SIGN":
+                v, _ = super().eval(t.arg, env)
+                seen.append(v)
+            return super().eval(t, env)
+
+    Watch(defs).eval(body, dict(env))
+    return any(abs(v) < eps for v in seen)
