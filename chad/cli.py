@@ -19,7 +19,7 @@ import sys
 from .errors import ChadError, UsageError
 
 EVM_CHOICES = ("map", "array", "parallel", "spec")
-TRANSFORM_CHOICES = ("efficient", "naive")
+from .transform.registry import TRANSFORM_NAMES as TRANSFORM_CHOICES  # noqa: E402
 
 
 class _Parser(argparse.ArgumentParser):

@@ -16,9 +16,8 @@ from chad.errors import UsageError
 from chad.functions import efficient as fefficient
 from chad.functions.convert import closure_convert_def
 from chad.functions.generate import generate
-from chad.functions.programs import gradient, t_n_def, t_n_program, t_n_source
+from chad.functions.programs import gradient, t_n_program, t_n_source
 from chad.target_printer import show_term
-from chad.terms import Program
 from costmodel.evaluate import Evaluator
 from tests.fd import fd_gradient, get
 
@@ -313,3 +312,21 @@ def test_a_call_costs_the_same_whatever_the_closure_captures():
     r = api.cost(prog, [0.5, [0.01 * i for i in range(100)]])
     assert r.holds and r.gradient_steps <= 5 + 20 * r.primal_steps + r.ctg_size + 4 * r.params
     assert assert_fd(prog, [0.5, [0.5, 150.0]])
+
+
+def test_closure_capturing_an_array_read_by_a_gather():
+    """A captured array read with `xs ! i` inside a build: the gather's one add to
+    xs becomes one entry of the closure's environment bag."""
+    text = """
+def main(a : R, xs : Array R) : R =
+  let f = \\(s : R) -> sum (build (length xs) (\\i -> xs ! i * s * a)) in
+  f a + f 2.0 + sum (map (\\(y : R) -> f y) xs)
+"""
+    prog = api.load(text)
+    args = [0.7, [0.1, 0.5, -0.3]]
+    assert assert_fd(prog, args)
+    _v, g = api.grad(prog)(*args)
+    assert g[1].tolist() == pytest.approx([0.7 * (0.7 + 2.0 + 0.3) + 0.7 * 0.3] * 3)
+    vn, cn, _s, _p = gradient(prog, args, 1.0, "naive-ho")
+    _close(_dense(prog, args, cn), g)
+    assert api.cost(prog, args).holds

@@ -29,7 +29,9 @@ from __future__ import annotations
 import threading
 
 from chad.errors import EvalError
-from chad.terms import App, Call, Def, Fst, Lam, Let, Pair, PureEVM, RunEVM, Snd, ThenEVM, Unit, Var
+from chad.terms import (
+    App, Call, Def, Fst, Lam, Let, Pair, PureEVM, RunEVM, Snd, Term, ThenEVM, Unit, Var,
+)
 from chad.transform.common import Context, Fresh, zero_env_term
 from chad.transform.efficient import RULES, Chad
 
@@ -39,7 +41,7 @@ from .terms import DCall
 CHAD_CLASSES: dict[str, type] = {"efficient": Chad}
 
 
-def call_rule(chad: Chad, t: Call) -> "Term":
+def call_rule(chad: Chad, t: Call) -> Term:
     cargs = [chad(e) for e in t.args]  # left to right
     n = len(t.args)
     rs = [chad.fresh("r") for _ in range(n)]
@@ -67,7 +69,7 @@ def _mode(chad: Chad) -> str:
     return "efficient"
 
 
-def derived_body(d: Def, mode: str) -> "Term":
+def derived_body(d: Def, mode: str) -> Term:
     """The body of g$D (see the module doc), in the context of d's parameters."""
     cls = CHAD_CLASSES[mode]
     r, dd = "r$0", "d$0"
@@ -78,11 +80,11 @@ def derived_body(d: Def, mode: str) -> "Term":
     return Let(r, body, Pair(Fst(Var(r)), back))
 
 
-_CACHE: dict[tuple, tuple[Def, "Term"]] = {}
+_CACHE: dict[tuple, tuple[Def, Term]] = {}
 _LOCK = threading.Lock()
 
 
-def derived(d: Def, mode: str) -> "Term":
+def derived(d: Def, mode: str) -> Term:
     from . import efficient
 
     key = (id(d), mode, efficient.LITERAL)
@@ -119,5 +121,3 @@ def register() -> None:
     RULES[Call] = call_rule
     rule(DCall)(eval_dcall)
 
-
-from chad.terms import Term  # noqa: E402

@@ -62,10 +62,10 @@ from __future__ import annotations
 import attrs
 
 from chad.terms import (
-    AddEVM, App, BindEVM, Fst, Lam, Let, LFst, LSnd, Pair, PureEVM, RunEVM, ScopeEVM, Snd,
+    AddEVM, App, BindEVM, Fst, Lam, Let, Pair, PureEVM, RunEVM, ScopeEVM, Snd, Term,
     ThenEVM, Unit, Var,
 )
-from chad.transform.common import D2, Context, zero_env_term, zerot
+from chad.transform.common import Context, zerot
 from chad.transform.efficient import RULES, Chad
 
 from .convert import cc_app, cc_app_fused, cc_lam, cc_lam_fused, fun_parts, unpack_type
@@ -73,7 +73,6 @@ from .terms import (
     CApp, ClosedApp, ClosedLam, EnvOneT, EnvScatter, LCastPack, LPackAs, LTagZero, MkClosure,
     Pack, Unpack,
 )
-from .types import env_type
 
 # True: the literal appendix-C form (Pack, Unpack, ClosedLam, ClosedApp);
 # False: the fused form (MkClosure, CApp). Same gradients; the fused one is cheaper.
@@ -234,5 +233,3 @@ def register() -> None:
     RULES[Lam] = source_lam
     RULES[App] = source_app
 
-
-from chad.terms import Term  # noqa: E402  (annotations)

@@ -33,7 +33,11 @@ class TransformSpec:
     description: str = ""
 
 
-_MODULES = {"efficient": "chad.transform.efficient", "naive": "chad.transform.naive"}
+_MODULES = {
+    "efficient": "chad.transform.efficient",
+    "naive": "chad.transform.naive",
+    "naive-ho": "chad.functions.naive_ho",  # naive CHAD on functions (seed 000 §9)
+}
 TRANSFORM_NAMES = tuple(_MODULES)
 
 
