@@ -4,9 +4,11 @@
     parse_expr(text, file="<input>", defs=()) -> Term     (defs: names callable as g(...))
     parse_type(text, file="<input>") -> Type
 
-A hand-written recursive-descent parser (precedence climbing by one function per
-level) that desugars while it parses, exactly per the table of LANGUAGE.md. See
+A hand-written recursive-descent parser (binary operators by precedence climbing)
+that desugars while it parses, exactly per the table of LANGUAGE.md. See
 docs/parser.md for the precedence table, the desugaring and the rules below.
+Small inputs are parsed in the caller's thread; large ones in chad.deep's
+big-stack thread (10,000 nested lets are fine).
 
 * Every node carries `loc`: the position of its first token.
 * `g(e1, ..., en)` is a `Call` when `g` is a def defined above the current one and
@@ -23,6 +25,8 @@ docs/parser.md for the precedence table, the desugaring and the rules below.
 """
 
 from __future__ import annotations
+
+import sys
 
 from .deep import run_deep
 from .errors import ParseError
@@ -56,10 +60,10 @@ def fresh_name(used) -> str:
 
 
 class _Parser:
-    def __init__(self, text: str, file: str, defs=()):
+    def __init__(self, text: str, file: str, toks: list[Token], defs=()):
         self.text = text
         self.file = file
-        self.toks = tokenize(text, file)
+        self.toks = toks
         self.i = 0
         self.tok = self.toks[0]
         self.defs = set(defs)  # defs defined above: `g(...)` is a call
@@ -357,7 +361,8 @@ class _Parser:
         if t.kind == SYM and t.text == "\\":
             raise self.error(f"a lambda as {what} must be in parentheses: (\\x -> ...)")
         if t.kind == KW and t.text in _OPEN_KWS:
-            raise self.error(f"a '{t.text}' expression as {what} must be in parentheses")
+            article = "an" if t.text == "if" else "a"
+            raise self.error(f"{article} '{t.text}' expression as {what} must be in parentheses")
         if t.kind == KW and (t.text in PREFIX1 or t.text in PREFIX2):
             hint = (f"; to pass the operation itself, write (\\x -> {t.text} x)"
                     if t.text in PREFIX1 else "")
@@ -584,7 +589,6 @@ def _as_text(text, file: str) -> str:
 
 
 def _guarded(fn, text, file, *args):
-    text = _as_text(text, file)
     try:
         return fn(text, file, *args)
     except ParseError:
@@ -598,20 +602,51 @@ def _guarded(fn, text, file, *args):
         raise err from exc
 
 
-def _program(text: str, file: str) -> Program:
-    p = _Parser(text, file)
+# Work that needs at most this many Python frames runs in the caller's thread;
+# more goes to chad.deep.run_deep (a big-stack thread, ~0.2 ms to start).
+DIRECT_FRAMES = 5000
+
+
+def _stack_depth() -> int:
+    f, d = sys._getframe(), 0
+    while f is not None:
+        f, d = f.f_back, d + 1
+    return d
+
+
+def run_maybe_deep(fn, frames: int, *args):
+    """fn(*args), directly when `frames` more frames surely fit, else via run_deep."""
+    if frames <= DIRECT_FRAMES and _stack_depth() + frames + 100 < sys.getrecursionlimit():
+        return fn(*args)
+    return run_deep(fn, *args)
+
+
+# One nesting level of the grammar costs at most 14 frames (a parenthesis inside
+# the right operand of `*` inside that of `+` inside that of `<`), a type level 5.
+_FRAMES_PER_TOKEN = 14
+
+
+def _entry(fn, text, file, *extra):
+    text = _as_text(text, file)
+    toks = _guarded(tokenize, text, file)  # a loop, no recursion
+    frames = _FRAMES_PER_TOKEN * len(toks) + 50
+    return run_maybe_deep(_guarded, frames, fn, text, file, toks, *extra)
+
+
+def _program(text: str, file: str, toks) -> Program:
+    p = _Parser(text, file, toks)
     return Program(p.program(), source=text, file=file)
 
 
-def _expr(text: str, file: str, defs) -> Term:
-    p = _Parser(text, file, defs)
+def _expr(text: str, file: str, toks, defs) -> Term:
+    p = _Parser(text, file, toks, defs)
     e = p.expr()
     p.finish("expression")
     return e
 
 
-def _type(text: str, file: str) -> Type:
-    p = _Parser(text, file)
+def _type(text: str, file: str, toks) -> Type:
+    p = _Parser(text, file, toks)
     t = p.type_()
     p.finish("type")
     return t
@@ -619,14 +654,14 @@ def _type(text: str, file: str) -> Type:
 
 def parse_program(text: str | bytes, file: str = "<input>") -> Program:
     """Parse a whole program (a sequence of defs)."""
-    return run_deep(_guarded, _program, text, file)
+    return _entry(_program, text, file)
 
 
 def parse_expr(text: str | bytes, file: str = "<input>", defs=()) -> Term:
     """Parse one expression. `defs`: the names that `g(...)` calls (as defs above)."""
-    return run_deep(_guarded, _expr, text, file, frozenset(defs))
+    return _entry(_expr, text, file, frozenset(defs))
 
 
 def parse_type(text: str | bytes, file: str = "<input>") -> Type:
     """Parse a type, e.g. `R * Array R -> R`."""
-    return run_deep(_guarded, _type, text, file)
+    return _entry(_type, text, file)

@@ -33,9 +33,8 @@ import math
 
 import attrs
 
-from .deep import run_deep
 from .lexer import PREFIX1
-from .parser import fresh_name
+from .parser import fresh_name, run_maybe_deep
 from .terms import (Ann, App, Build, Call, Case, Def, Fold, Fst, Index, Inl, Inr, Lam, Length,
                     Let, MapA, Pair, Prim, Program, Snd, Term, Unit, Var)
 from .types import BOOL, show_type
@@ -340,10 +339,23 @@ class SourcePrinter:
         self.prefix("snd", t.expr, prec, ind)
 
     def p_Inl(self, t, prec, ind):
-        self.prefix("inl", t.expr, prec, ind)
+        self.injection("inl", t, prec, ind)
 
     def p_Inr(self, t, prec, ind):
-        self.prefix("inr", t.expr, prec, ind)
+        self.injection("inr", t, prec, ind)
+
+    def injection(self, kw: str, t, prec, ind):
+        """An injection of a checked (or generated) term knows its type: print it
+        with an ascription, so that the printed program type checks again (the
+        checker needs the type of an injection). Parsed terms have ty None."""
+        if t.ty is None:
+            self.prefix(kw, t.expr, prec, ind)
+        elif t.ty == BOOL and isinstance(t.expr, Unit):
+            self.w("true" if kw == "inl" else "false")
+        else:
+            self.w("(")
+            self.prefix(kw, t.expr, P_CMP, ind + 2)
+            self.w(f" : {show_type(t.ty)})")
 
     def p_Length(self, t, prec, ind):
         self.prefix("length", t.expr, prec, ind)
@@ -500,11 +512,30 @@ class SourcePrinter:
 
 
 # ----------------------------------------------------------------- entry points
+def tree_depth(roots) -> int:
+    """The depth of the deepest node (an explicit stack: no recursion)."""
+    best = 0
+    stack = [(t, 1) for t in roots]
+    while stack:
+        t, d = stack.pop()
+        if d > best:
+            best = d
+        if isinstance(t, Term):
+            stack.extend((c, d + 1) for c in children(t))
+    return best
+
+
+# The printer uses at most this many frames per level of the term.
+_FRAMES_PER_LEVEL = 6
+
+
 def print_term(t: Term, defs=()) -> str:
     """The surface syntax of a source term. `defs`: the def names callable in t."""
-    return run_deep(lambda: SourcePrinter(defs).term(t))
+    frames = _FRAMES_PER_LEVEL * tree_depth([t]) + 50
+    return run_maybe_deep(lambda: SourcePrinter(defs).term(t), frames)
 
 
 def print_program(p: Program) -> str:
     """The surface syntax of a program: its defs, separated by blank lines."""
-    return run_deep(lambda: SourcePrinter().program(p))
+    frames = _FRAMES_PER_LEVEL * tree_depth([d.body for d in p.defs]) + 50
+    return run_maybe_deep(lambda: SourcePrinter().program(p), frames)

@@ -12,6 +12,7 @@ from chad.parser import MAX_DEPTH, parse_expr, parse_program, parse_type
 from chad.terms import (Ann, App, Build, Call, Case, Fold, Fst, Index, Inl, Inr, Lam, Length, Let,
                         MapA, Pair, Prim, Snd, Unit, Var)
 from chad.types import BOOL, R, UNIT, Z, ArrayT, Fun, Prod, Sum
+from tests.strategies_syntax import DEEP, parsed_deep_lets
 
 run_deep(lambda: None)  # raise the recursion limit now, not inside a hypothesis test
 
@@ -299,22 +300,50 @@ def test_lexer():
 
 
 def test_deep_nesting_parses():
-    k = 10_000
-    src = "def f(x : R) : R =\n  let x0 = 1.0 in\n" + "".join(
-        f"  let x{i} = x{i - 1} + 1.0 in\n" for i in range(1, k)) + f"  x{k - 1}\n"
-    t = parse_program(src).defs[0].body
-    for _ in range(k):
-        assert isinstance(t, Let)
+    k = DEEP
+    t = parsed_deep_lets().defs[0].body
+    assert t.loc.line == 2 and t.body.loc.line == 3
+    for i in range(1, k + 1):
+        assert isinstance(t, Let) and t.name == f"x{i}"
         t = t.body
-    assert t == Var(f"x{k - 1}")
+    assert t == Var(f"x{k}")
     t = parse_expr(" + ".join(["x"] * k))
     depth = 0
     while isinstance(t, Prim):
         t, depth = t.arg.left, depth + 1
     assert depth == k - 1
     # real nesting (parentheses, lambdas, ...) is fine up to MAX_DEPTH
-    assert run_deep(lambda: parse_expr("(" * 10_000 + "x" + ")" * 10_000)) == x
+    assert parse_expr("(" * 10_000 + "x" + ")" * 10_000) == x
     assert MAX_DEPTH >= 10_000
+
+
+def test_frames_per_nesting_level_fit_the_recursion_limit(monkeypatch):
+    """MAX_DEPTH levels of the costliest nesting (a parenthesis in the right operand
+    of *, in that of +, in that of <) must stop with "nested too deeply" before
+    Python's recursion limit. Checked at a small scale with a matching limit."""
+    import sys
+
+    from chad import deep
+
+    per_level, levels = 12, 300
+    assert MAX_DEPTH * per_level + 1000 < deep.RECURSION_LIMIT
+    monkeypatch.setattr(parser_mod, "MAX_DEPTH", levels)
+    src = "a < a + a * (" * (levels + 1) + "a"
+    p = parser_mod._Parser(src, "f", tokenize(src))
+
+    def depth():
+        f, d = sys._getframe(), 0
+        while f is not None:
+            f, d = f.f_back, d + 1
+        return d
+
+    old = sys.getrecursionlimit()
+    sys.setrecursionlimit(depth() + levels * per_level + 50)
+    try:
+        with pytest.raises(ParseError, match="nested too deeply"):
+            p.expr()
+    finally:
+        sys.setrecursionlimit(old)
 
 
 @pytest.mark.parametrize("src", [
