@@ -37,7 +37,8 @@ def run_example(path: pathlib.Path) -> bool:
         d = prog.find(header(text, "fn"))
         args = json.loads(header(text, "args") or "[]")
         value, steps = api.run(prog, args, d.name)
-        print(f"   {d.name}{tuple(args)} = {json.dumps(value_to_json(d.result, value))}"
+        shown = ", ".join(json.dumps(a) for a in args)
+        print(f"   {d.name}({shown}) = {json.dumps(value_to_json(d.result, value))}"
               f"   ({steps} steps)")
         if all(is_first_order(p.ty) for p in d.params) and is_first_order(d.result):
             ctg_text = header(text, "ctg")
