@@ -186,6 +186,11 @@ def main(argv: list[str] | None = None) -> int:
         return _fail("error: the program is nested too deeply to process", 2)
     except KeyboardInterrupt:
         return _fail("interrupted", 130)
+    except BrokenPipeError:  # e.g. `chad show ... | head`: the reader left, not an error
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except Exception as e:  # a bug, not bad input: still no traceback for the user
         return _fail(f"internal error: {type(e).__name__}: {e} (please report this)", 2)
 

@@ -107,6 +107,10 @@ def _mark_deep() -> None:
         local.deep = True
 
 
+_SHARED_POOLS: dict[tuple[int, int], ThreadPoolExecutor] = {}
+_SHARED_LOCK = threading.Lock()
+
+
 class ParallelEVM:
     """EVM over a shared stack of locked cells with task-parallel then/sequence."""
 
@@ -148,6 +152,17 @@ class ParallelEVM:
             return self._executor
 
     def _make_pool(self) -> ThreadPoolExecutor:
+        """The pool for (max_workers, stack_bytes), shared by every ParallelEVM
+        with those settings: the API makes one EVM per gradient, and a pool per
+        EVM would leave max_workers idle threads behind for each of them."""
+        key = (self.max_workers, self.stack_bytes)
+        with _SHARED_LOCK:
+            ex = _SHARED_POOLS.get(key)
+            if ex is None:
+                ex = _SHARED_POOLS[key] = self._new_pool()
+            return ex
+
+    def _new_pool(self) -> ThreadPoolExecutor:
         if sys.getrecursionlimit() < deep.RECURSION_LIMIT:
             sys.setrecursionlimit(deep.RECURSION_LIMIT)
         n = self.max_workers
@@ -172,11 +187,10 @@ class ParallelEVM:
         return self
 
     def close(self) -> None:
-        """Shut the pool down (a later run starts a new one)."""
+        """Detach from the pool (a later run attaches again). The pool itself is
+        shared (see _make_pool) and its threads end with the interpreter."""
         with self._pool_lock:
-            ex, self._executor = self._executor, None
-        if ex is not None:
-            ex.shutdown(wait=True)
+            self._executor = None
 
     def __enter__(self) -> "ParallelEVM":
         return self

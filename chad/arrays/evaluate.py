@@ -23,16 +23,14 @@ from __future__ import annotations
 import numpy as np
 
 from chad.errors import EvalError
-from chad.linear import LR, zerov
-from chad.primitives import PRIMITIVES, Primitive, register
+from chad.linear import zerov
+from chad.primitives import Primitive, register
 from chad.terms import Build, Fold, Index, Length, MapA, Var
 from chad.types import ArrayT, R
 from chad.values import make_array
 from costmodel.evaluate import PRIMITIVE_EXTRA_COST, rule
 
-from .bag import (
-    BEMPTY, BArray, BOne, Leaf, Node, as_bag, collect, dense_of, scatter, zeros,
-)
+from .bag import BEMPTY, BArray, BOne, Leaf, Node, collect, dense_of, scatter, zeros
 from .nodes import (
     BArrayT, BEmptyT, BFillT, BOneT, Collect, FoldTree, Gather, GetA, Scatter,
     SequenceScoped, UnTree, Unzip, Zeros,
@@ -431,4 +429,3 @@ def _count_leaves(tree) -> int:
     return count
 
 
-__all__ = ["element", "array_of", "index_error", "reduce_balanced", "sequence", "as_bag", "LR"]
