@@ -204,7 +204,7 @@ def _plot_programs(path, results, constants) -> None:
         bad = [o for o in obs if not o.holds(constants)]
         col = colors.get(r.transform, None)
         ax.scatter([o.primal_steps for o in ok], [o.gradient_steps for o in ok], s=8,
-                   alpha=0.5, color=col, label=f"{r.transform} ({len(obs)} programs)")
+                   alpha=0.5, color=col, label=f"{r.transform} ({len(obs)} measured)")
         if bad:
             ax.scatter([o.primal_steps for o in bad], [o.gradient_steps for o in bad], s=30,
                        marker="x", color="black", label=f"{r.transform}: violations ({len(bad)})")

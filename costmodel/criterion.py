@@ -25,6 +25,7 @@ import json
 import os
 import tempfile
 import time
+import warnings
 from typing import Any, Callable, Sequence
 
 from attrs import define, field, frozen
@@ -167,7 +168,11 @@ def measure(program, args, ctg, transform: str = "efficient", evm: str = "array"
     env = decode_args(d, list(args))
     defs = _defs(prog)
     value, primal = run_deep(Evaluator(defs).eval, d.body, dict(env))
-    ctg = _default_ctg(d, UNSET if ctg is UNSET else ctg)
+    ctg = _default_ctg(d, ctg)
+    if ctg is UNSET:
+        from chad.errors import UsageError
+
+        raise UsageError(f"a cotangent is required for a result of type {d.result}")
     ct = ctg_from_json(d.result, ctg, "ctg", value)
     term = run_deep(get_spec(transform).gradient_term, d)
     machine = make_evm(evm)
@@ -215,9 +220,16 @@ class Counterexample:
                 f"# ctg:  {json.dumps(self.case.ctg_json())}\n")
 
     def command(self, path: str) -> str:
+        """`chad cost FILE ...` for a registered transform; for one `chad cost` does
+        not know (naive-ho), the same report from `python -m costmodel.criterion`."""
+        from chad.transform.registry import TRANSFORM_NAMES
+
         k = "" if self.constants == PROVED else \
             f"   # then compare with the bound {self.constants}"
-        return self.case.command(path, self.transform, self.evm) + k
+        line = self.case.command(path, self.transform, self.evm) + k
+        if self.transform not in TRANSFORM_NAMES:
+            line = line.replace("chad cost ", "python -m costmodel.criterion ", 1)
+        return line
 
     def render(self, path: str | None = None) -> str:
         lines = []
@@ -294,6 +306,16 @@ class CheckResult:
         }
 
 
+def _fingerprint(case: GenCase) -> str:
+    return repr((case.program, case.args, case.ctg))
+
+
+def _fail(state, case, o, err) -> None:
+    state["last"] = (case, o, err)
+    state["known"][_fingerprint(case)] = (case, o, err)
+    state["failed"] = True
+
+
 class _Violation(Exception):
     """Raised inside the hypothesis property so that hypothesis shrinks."""
 
@@ -346,25 +368,30 @@ def _supports(transform: str, feature: str) -> bool:
 def run_check(transform: str = "efficient", evm: str = "array", programs: int = 200,
               max_depth: int = 5, seed: int = 0, constants: Constants = PROVED,
               strategy=None, progress: Callable[[int, int], None] | None = None,
-              features: dict | None = None, target: bool = True) -> CheckResult:
+              features: dict | None = None, target: bool = True,
+              shrink_budget: int = 400) -> CheckResult:
     """Check the bound on `programs` generated programs; shrink a violation.
 
     The search is hypothesis's: random generation, then (target=True) hill
     climbing on the constant c each program needs, then shrinking of the first
     violation. Everything is deterministic given `seed`.
+
+    Shrinking measures at most `shrink_budget` new programs after the first
+    violation (hypothesis would otherwise spend minutes on programs whose
+    gradients are exponential); after that, candidates not already known to fail
+    count as passing, so hypothesis settles on the smallest failure found so far.
     """
     from hypothesis import HealthCheck, Phase, Verbosity, given, settings
+    from hypothesis.errors import HypothesisWarning
     from hypothesis import seed as hseed
     from hypothesis import target as htarget
-
-    from chad.errors import ChadError
 
     if features is None:
         features = transform_features(transform)
     if strategy is None:
         strategy = check_strategy(max_depth, **features)
     result = CheckResult(transform, evm, seed, programs, max_depth, constants, dict(features))
-    state: dict[str, Any] = {"failed": False, "last": None}
+    state: dict[str, Any] = {"failed": False, "last": None, "known": {}, "shrunk": 0}
     phases = [Phase.generate, Phase.shrink] + ([Phase.target] if target else [])
 
     @settings(max_examples=programs, database=None, deadline=None, derandomize=False,
@@ -372,18 +399,27 @@ def run_check(transform: str = "efficient", evm: str = "array", programs: int = 
               report_multiple_bugs=False, print_blob=False, verbosity=Verbosity.quiet)
     @given(strategy)
     def prop(case):
+        # Every failure is raised by the single `raise` at the end: hypothesis tells
+        # failures apart by where they are raised, and a replayed failure must look
+        # like the original one.
+        if _judge(case):
+            raise _Violation
+
+    def _judge(case) -> bool:
+        """True when the case fails (violates the bound or crashes)."""
+        if state["failed"]:
+            if _fingerprint(case) in state["known"]:
+                return True
+            if state["shrunk"] >= shrink_budget:
+                return False
+            state["shrunk"] += 1
         try:
             o = observe(case, transform, evm)
-        except ChadError as e:
-            state["last"] = (case, None, f"{type(e).__name__}: {e}")
-            state["failed"] = True
-            raise _Violation from e
         except RecursionError:
             raise
-        except Exception as e:  # a crash of the transform or evaluator: report it
-            state["last"] = (case, None, f"{type(e).__name__}: {e}")
-            state["failed"] = True
-            raise _Violation from e
+        except Exception as e:  # bad input (ChadError) or a crash: report the program
+            _fail(state, case, None, f"{type(e).__name__}: {e}")
+            return True
         result.observations.append(o)
         if not state["failed"]:
             result.generated += 1
@@ -392,19 +428,55 @@ def run_check(transform: str = "efficient", evm: str = "array", programs: int = 
         if target:
             htarget(o.needed_c, label="c needed")
         if not o.holds(constants):
-            state["last"] = (case, o, None)
-            state["failed"] = True
-            raise _Violation
+            _fail(state, case, o, None)
+            return True
+        return False
 
     start = time.perf_counter()
     try:
-        hseed(seed)(prop)()
+        with warnings.catch_warnings():
+            # chad.deep raises the recursion limit inside the property; hypothesis
+            # warns that it will not reset it. Harmless here, and noise on stderr.
+            warnings.simplefilter("ignore", HypothesisWarning)
+            hseed(seed)(prop)()
     except _Violation:
-        case, o, err = state["last"]
+        case = state["last"][0]
+        case, o, err = state["known"].get(_fingerprint(case), state["last"])
         result.counterexample = Counterexample(case, o, constants, transform, evm, err)
     finally:
         result.elapsed = time.perf_counter() - start
     return result
+
+
+def sample_observations(transforms: Sequence[str], programs: int = 200, seed: int = 0,
+                        strategy=None, evm: str = "array") -> dict[str, list[Observation]]:
+    """Measure `programs` generated programs under every transform (no checking,
+    no shrinking): the raw material for distributions. A transform that does not
+    support a program's forms (a UsageError) skips that program."""
+    from hypothesis import HealthCheck, Phase, given, settings
+    from hypothesis import seed as hseed
+    from hypothesis.errors import HypothesisWarning
+
+    from chad.errors import UsageError
+
+    if strategy is None:
+        strategy = check_strategy()
+    out: dict[str, list[Observation]] = {t: [] for t in transforms}
+
+    @settings(max_examples=programs, database=None, deadline=None, phases=[Phase.generate],
+              suppress_health_check=list(HealthCheck))
+    @given(strategy)
+    def prop(case):
+        for t in transforms:
+            try:
+                out[t].append(measure(case.program, case.args, case.ctg, t, evm))
+            except UsageError:
+                pass
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", HypothesisWarning)
+        hseed(seed)(prop)()
+    return out
 
 
 # ----------------------------------------------------------------- progress bar
@@ -447,6 +519,43 @@ def observations_from_rows(rows: Sequence[Sequence[int]], transform: str = "effi
 
 
 __all__ = ["Constants", "PROVED", "Observation", "observe", "measure", "get_spec",
-           "transform_names", "Counterexample", "CheckResult",
+           "transform_names", "sample_observations", "Counterexample", "CheckResult",
            "run_check", "check_strategy", "transform_features", "ProgressBar",
            "observations_from_rows"]
+
+
+def _main(argv=None) -> int:
+    """`python -m costmodel.criterion FILE --args JSON [--ctg JSON] [--transform T]
+    [--evm E] [--fn NAME]`: `chad cost`'s report for any transform of
+    transform_names() (naive-ho included). Exit 1 when the bound does not hold."""
+    import argparse
+    import sys
+
+    from chad.api import UNSET, load
+    from chad.errors import ChadError
+
+    p = argparse.ArgumentParser(prog="python -m costmodel.criterion")
+    p.add_argument("file")
+    p.add_argument("--args", required=True)
+    p.add_argument("--ctg")
+    p.add_argument("--fn")
+    p.add_argument("--transform", default="efficient")
+    p.add_argument("--evm", default="array")
+    a = p.parse_args(argv)
+    try:
+        with open(a.file, encoding="utf-8") as f:
+            prog = load(f.read(), a.file)
+        ctg = UNSET if a.ctg is None else json.loads(a.ctg)
+        o = measure(prog, json.loads(a.args), ctg, a.transform, a.evm, a.fn)
+    except (ChadError, OSError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(json.dumps(dict(zip(["primal_steps", "gradient_steps", "ctg_size", "params"],
+                              o.as_row()), bound=o.bound(), holds=o.holds())))
+    return 0 if o.holds() else 1
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(_main())

@@ -139,7 +139,7 @@ def build_index(n: int) -> Instance:
 FAMILIES: dict[str, Family] = {
     f.name: f for f in [
         Family("op_fst", "x : R * R^n ⊢ fst x + ... + fst x (n times)", op_fst,
-               (1, 2, 3, 4, 5, 6, 8), (12, 16), ("efficient", "naive"),
+               (2, 3, 4, 5, 6, 8, 12, 16), (24, 32), ("efficient", "naive"),
                reference="seed 000 §4 (Table 1: zeros must be constant-time)"),
         Family("t_magic", "x1..xn : R ⊢ complete binary +-tree over x1..xn (n = 2^r)",
                t_magic, (2, 4, 8, 16, 32), (64, 128), ("efficient", "naive"),

@@ -22,7 +22,7 @@ Two kinds of fit:
 from __future__ import annotations
 
 from fractions import Fraction
-from typing import Iterable, Sequence
+from typing import Sequence
 
 from attrs import frozen
 

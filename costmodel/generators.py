@@ -447,7 +447,7 @@ class _Gen:
             forms.append("index")
         forms.append("if")
         if self.functions:
-            forms += ["app", "letfun"]
+            forms += ["app", "app", "letfun"]
             if any(isinstance(b.ty, Fun) and b.ty.res == ty for b in vis):
                 forms.append("appvar")
             if any(h.result == ty for h in self.helpers):
@@ -688,10 +688,10 @@ def programs(draw, max_depth: int = 4, max_params: int = 3, result: Type | None 
     """
     from costmodel.evaluate import Evaluator
 
-    n = draw(st.integers(1, max_params))
     if param_types is None:
         param_types = (wide_types(type_depth, arrays) if wide else types(type_depth, arrays))
-    ptys = [draw(param_types) for _ in range(n)]
+    # a list, so that hypothesis shrinks by deleting parameters
+    ptys = draw(st.lists(param_types, min_size=1, max_size=max_params))
     params = tuple(Param(f"x{i + 1}", t) for i, t in enumerate(ptys))
     ty = result if result is not None else draw(types(1, arrays))
     args = tuple(draw(values_of(t)) for t in ptys)
@@ -709,8 +709,8 @@ def programs(draw, max_depth: int = 4, max_params: int = 3, result: Type | None 
     defn = Def("f", params, ty, body)
     case = GenCase(defn, args, None, helpers=tuple(helpers))
     if functions:
-        defn = _fill_captures(case.program).defs[-1]
-        helpers = list(_fill_captures(case.program).defs[:-1])
+        checked = _fill_captures(case.program).defs
+        defn, helpers = checked[-1], list(checked[:-1])
     value = evaluate_case(defn, args, helpers)
     if finite and not is_finite(value):
         from hypothesis import reject

@@ -1,0 +1,204 @@
+"""`chad check` and costmodel/criterion.py (issue 6): the efficient transform
+passes on generated programs with a fitted c; the naive first-order and naive
+higher-order transforms are refuted with a printed, reproducible counterexample."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from chad.api import cost
+from chad.cli import main
+from costmodel.criterion import (
+    Constants, Observation, ProgressBar, measure, run_check, transform_names,
+)
+from costmodel.fit import smallest_c
+from costmodel.generators import available_features
+
+HAS_NAIVE_HO = "naive-ho" in transform_names()
+
+
+def _efficient_passes(n: int, seed: int):
+    r = run_check("efficient", programs=n, seed=seed)
+    assert r.holds, r.counterexample.render()
+    assert r.generated == n and len(r.observations) == n
+    fit = smallest_c(r.observations)
+    assert 1 <= fit.c <= 34  # the fitted c, next to the proved 34
+    return r, fit
+
+
+def test_efficient_passes_on_300_generated_programs():
+    _efficient_passes(300, seed=0)
+
+
+@pytest.mark.long
+def test_efficient_passes_on_2000_generated_programs():
+    r, fit = _efficient_passes(2000, seed=2024)
+    print(f"2000 programs: smallest c = {fit.c}, max ratio {r.max_ratio:.1f}")
+
+
+def test_naive_first_order_is_refuted_with_a_reproducible_counterexample(capsys):
+    """`chad check --transform naive --seed 1` exits 1, prints the shrunk program,
+    and the printed `chad cost` line reproduces the violation."""
+    code = main(["check", "--transform", "naive", "--seed", "1"])
+    out = capsys.readouterr().out
+    assert code == 1
+    assert "VIOLATION" in out and "def f(" in out
+    m = re.search(r"^  (chad cost (\S+) --args '(.*)' --ctg '?(.*?)'? --transform naive "
+                  r"--evm array)$", out, re.M)
+    assert m, out
+    path, args, ctg = m.group(2), json.loads(m.group(3)), json.loads(m.group(4))
+    assert main(["cost", path, "--args", json.dumps(args), "--ctg", json.dumps(ctg),
+                 "--transform", "naive", "--json"]) == 1
+    rep = json.loads(capsys.readouterr().out)
+    assert rep["holds"] is False
+    assert f"gradient_steps {rep['gradient_steps']} > bound {rep['bound']}" in out
+
+
+@pytest.mark.skipif(not HAS_NAIVE_HO or not available_features()["functions"],
+                    reason="naive higher-order CHAD (chad.functions, naive-ho) not available")
+def test_naive_higher_order_is_refuted_with_a_counterexample():
+    r = run_check("naive-ho", programs=200, seed=2,
+                  features={"arrays": False, "functions": True})
+    assert not r.holds
+    ce = r.counterexample
+    assert ce.error is None and not ce.observation.holds()
+    path = ce.write()
+    text = ce.render(path)
+    print(text)
+    assert "\\" in ce.source()  # it has a lambda
+    # the printed command reproduces it (python -m costmodel.criterion: `chad cost`
+    # does not know naive-ho)
+    from costmodel.criterion import _main
+
+    cmd = ce.command(path)
+    assert cmd.startswith("python -m costmodel.criterion ") or cmd.startswith("chad cost ")
+    assert _main([path, "--args", json.dumps(ce.case.args_json()), "--ctg",
+                  json.dumps(ce.case.ctg_json()), "--transform", "naive-ho"]) == 1
+    # the efficient transform on the same program is within the bound
+    eff = measure(ce.case.program, ce.case.args, ce.case.ctg, "efficient")
+    assert eff.holds()
+    assert eff.gradient_steps < ce.observation.gradient_steps
+
+
+def test_efficient_with_too_small_a_constant_is_caught():
+    """With c = 10 even the efficient transform violates: the checker finds it."""
+    r = run_check("efficient", programs=100, seed=0, constants=Constants(10, 5, 4))
+    assert not r.holds
+    o = r.counterexample.observation
+    assert o.holds(Constants()) and not o.holds(Constants(10, 5, 4))
+
+
+def test_deterministic_given_the_seed():
+    a = run_check("efficient", programs=25, seed=7)
+    b = run_check("efficient", programs=25, seed=7)
+    assert [o.as_row() for o in a.observations] == [o.as_row() for o in b.observations]
+    c = run_check("efficient", programs=25, seed=8)
+    assert [o.as_row() for o in a.observations] != [o.as_row() for o in c.observations]
+
+
+def test_measure_agrees_with_chad_cost():
+    from costmodel.families import t_magic
+
+    inst = t_magic(8)
+    r = cost(inst.program, inst.args, inst.ctg, transform="naive")
+    o = measure(inst.program, inst.args, inst.ctg, "naive")
+    assert o.as_row() == [r.primal_steps, r.gradient_steps, r.ctg_size, r.params]
+    o2, work = measure(inst.program, inst.args, inst.ctg, "efficient", "map", with_work=True)
+    assert work > 0 and o2.holds()
+
+
+def test_cli_efficient_reports_the_fitted_c(capsys):
+    assert main(["check", "--transform", "efficient", "--programs", "40", "--seed", "1"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"smallest c covering every observation.*: c = \d+ +\(<= 34", out), out
+    assert "no violation" in out
+
+
+def test_cli_json_and_plot(capsys, tmp_path):
+    png = tmp_path / "check.png"
+    assert main(["check", "--programs", "20", "--seed", "3", "--json", "--plot", str(png)]) == 0
+    d = json.loads(capsys.readouterr().out)
+    (res,) = d["results"]
+    assert d["holds"] and res["holds"] and res["programs"] == 20
+    assert res["fitted"]["c"] <= 34 and res["constants"] == {"c": 34, "c1": 5, "c2": 4}
+    assert len(res["observations"]) == 20 and res["counterexample"] is None
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_cli_first_order_features_and_constants(capsys):
+    assert main(["check", "--programs", "10", "--features", "first-order", "--constants",
+                 "34,5,4", "--json"]) == 0
+    res = json.loads(capsys.readouterr().out)["results"][0]
+    assert res["features"] == {"arrays": False, "functions": False}
+
+
+@pytest.mark.parametrize("argv, msg", [
+    (["--constants", "34,5"], "three constants"),
+    (["--constants", "a,b,c"], "integers"),
+    (["--transform", "magic"], "unknown transform"),
+    (["--programs", "0"], "at least 1"),
+    (["--plot", "x.pdf"], ".png"),
+    (["--features", "sets"], "unknown feature"),
+])
+def test_cli_usage_errors_exit_2(capsys, argv, msg):
+    assert main(["check"] + argv) == 2
+    cap = capsys.readouterr()
+    assert msg in cap.err and cap.out == ""
+
+
+def test_progress_bar_only_on_a_terminal():
+    import io
+
+    class Tty(io.StringIO):
+        def isatty(self):
+            return True
+
+    quiet, loud = io.StringIO(), Tty()
+    for stream in (quiet, loud):
+        bar = ProgressBar("check", stream=stream)
+        bar(5, 10)
+        bar(10, 10)
+        bar.close()
+    assert quiet.getvalue() == ""
+    assert "10/10" in loud.getvalue() and "#" in loud.getvalue()
+
+
+def test_th2_left_side_decomposes_as_the_obligation_assumes():
+    """TH2's left side = crun + ccall + cmonad + (zero-env cost) + 4, the
+    hypothesis of proofs/obligations.py::th2_from_th1_obligation."""
+    from hypothesis import HealthCheck, Phase, given, settings
+
+    from chad.api import make_evm
+    from chad.transform.common import zero_env_term
+    from chad.transform.efficient import chad_def
+    from costmodel.evaluate import Evaluator, env_tuple_to_cells
+    from costmodel.generators import programs
+
+    @settings(max_examples=60, database=None, deadline=None, phases=[Phase.generate],
+              suppress_health_check=list(HealthCheck))
+    @given(programs(max_depth=4))
+    def run(case):
+        d = case.defn
+        env = {p.name: a for p, a in zip(d.params, case.args)}
+        total = measure(case.program, case.args, case.ctg).gradient_steps
+        evm = make_evm("spec")
+        ev = Evaluator(evm=evm)
+        (_, bp), crun = ev.eval(chad_def(d), dict(env))
+        action, ccall = ev.apply(bp, case.ctg)
+        zero, zc = Evaluator().eval(zero_env_term([p.ty for p in d.params]), {})
+        _, _, cmonad = evm.run(action, env_tuple_to_cells(zero))
+        assert total == crun + ccall + cmonad + zc + 4
+        assert zc <= 1 + 3 * len(d.params)  # Z = 1 + sum (1 + z_i), z_i <= 2
+
+    run()
+
+
+def test_observation_arithmetic():
+    o = Observation(10, 300, 2, 3)
+    assert o.bound() == 5 + 340 + 2 + 12 and o.holds()
+    assert o.needed_c == pytest.approx((300 - 5 - 2 - 12) / 10)
+    assert not o.holds(Constants(20, 5, 4))
+    assert Constants.parse("1,2,3") == Constants(1, 2, 3)
