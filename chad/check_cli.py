@@ -48,9 +48,12 @@ def add_check_parser(sub) -> None:
     sp.add_argument("--features", default="auto",
                     help="language of the generated programs: auto (everything the transform "
                          "supports), first-order, or a comma list of arrays,functions")
+    sp.add_argument("--shape", default="random", choices=("random", "chains", "mixed"),
+                    help="random programs (default), chains (one construct nested up to 16 "
+                         "times: the per-construct constants), or a mix")
     sp.add_argument("--family", metavar="NAME",
                     help="check a program family instead: op_fst, t_magic, nested_lambdas, "
-                         "build_index")
+                         "build_index, nested_maps")
     sp.add_argument("--json", action="store_true", help="a JSON summary on stdout")
     sp.add_argument("--plot", metavar="FILE.png",
                     help="plot gradient steps against primal steps (or against n for a family)")
@@ -128,7 +131,7 @@ def _check_programs(args, transforms, constants) -> int:
         bar = ProgressBar(f"chad check {t}")
         try:
             r = run_check(t, args.evm, args.programs, args.max_depth, args.seed, constants,
-                          progress=bar, features=feats[t])
+                          progress=bar, features=feats[t], shape=args.shape)
         finally:
             bar.close()
         fit = smallest_c(r.observations, constants.c1, constants.c2) if r.observations else None
@@ -161,8 +164,10 @@ def _check_programs(args, transforms, constants) -> int:
 def _report(args, r, fit, joint, path, constants) -> str:
     feats = ", ".join(f"{k} {'on' if v else 'off'}" for k, v in r.features.items())
     obs = r.observations
+    shape = ("max depth " + str(r.max_depth)) if args.shape == "random" else \
+        f"{args.shape} programs"
     lines = [f"chad check: {r.transform} transform, {r.evm} EVM, seed {r.seed}, "
-             f"max depth {r.max_depth} ({feats})"]
+             f"{shape} ({feats})"]
     if obs:
         lines.append(
             f"  {r.generated} program(s) generated"
@@ -254,7 +259,7 @@ def _check_family(args, transforms, constants) -> int:
         print("\n\n".join(r.render() for r in results))
         if args.plot:
             print(f"\nplot written to {args.plot}")
-    return 0 if all(r.status == "bounded" for r in results) else 1
+    return 0 if all(r.within for r in results) else 1
 
 
 def _plot_family(path, results) -> None:

@@ -31,7 +31,7 @@ from typing import Any, Callable, Sequence
 from attrs import define, field, frozen
 
 from .generators import (
-    GenCase, available_features, programs, tuple_types, types,
+    GenCase, available_features, chains, programs, tuple_types, types,
 )
 
 # ----------------------------------------------------------------- constants
@@ -320,16 +320,28 @@ class _Violation(Exception):
     """Raised inside the hypothesis property so that hypothesis shrinks."""
 
 
+SHAPES = ("random", "chains", "mixed")
+
+
 def check_strategy(max_depth: int = 5, *, arrays: bool = False, functions: bool = False,
-                   max_params: int = 4):
-    """The programs `chad check` generates: ordinary contexts (parameters of
-    small types) and, half the time, large records (`tuple_types`), whose dense
-    cotangents are what the naive transform pays for (seed 000 Table 1)."""
+                   max_params: int = 4, shape: str = "random"):
+    """The programs `chad check` generates.
+
+    shape="random": `programs` with ordinary contexts (parameters of small types)
+    and, half the time, large records (`tuple_types`), whose dense cotangents are
+    what the naive transform pays for (seed 000 Table 1).
+    shape="chains": `chains`, one construct applied up to 16 times in a row (the
+    per-construct constants; max_depth is not used).
+    shape="mixed": either, with equal probability."""
     from hypothesis import strategies as st
 
+    if shape not in SHAPES:
+        raise ValueError(f"unknown shape {shape!r} (choose from {', '.join(SHAPES)})")
     ptypes = st.one_of(types(2, arrays), tuple_types(48))
-    return programs(max_depth=max_depth, max_params=max_params, param_types=ptypes,
+    rand = programs(max_depth=max_depth, max_params=max_params, param_types=ptypes,
                     arrays=arrays, functions=functions, max_size=120)
+    chain = chains(16, arrays=arrays, functions=functions)
+    return {"random": rand, "chains": chain, "mixed": st.one_of(rand, chain)}[shape]
 
 
 def transform_features(transform: str) -> dict[str, bool]:
@@ -368,13 +380,15 @@ def _supports(transform: str, feature: str) -> bool:
 def run_check(transform: str = "efficient", evm: str = "array", programs: int = 200,
               max_depth: int = 5, seed: int = 0, constants: Constants = PROVED,
               strategy=None, progress: Callable[[int, int], None] | None = None,
-              features: dict | None = None, target: bool = True,
-              shrink_budget: int = 400) -> CheckResult:
+              features: dict | None = None, target: bool | None = None,
+              shrink_budget: int = 400, shape: str = "random") -> CheckResult:
     """Check the bound on `programs` generated programs; shrink a violation.
 
     The search is hypothesis's: random generation, then (target=True) hill
     climbing on the constant c each program needs, then shrinking of the first
-    violation. Everything is deterministic given `seed`.
+    violation. Everything is deterministic given `seed`. Targeting is on by
+    default for chains only: on the random programs hypothesis's mutations of the
+    best program are mostly invalid, and the target phase stalls.
 
     Shrinking measures at most `shrink_budget` new programs after the first
     violation (hypothesis would otherwise spend minutes on programs whose
@@ -386,10 +400,12 @@ def run_check(transform: str = "efficient", evm: str = "array", programs: int = 
     from hypothesis import seed as hseed
     from hypothesis import target as htarget
 
+    if target is None:
+        target = shape == "chains"
     if features is None:
         features = transform_features(transform)
     if strategy is None:
-        strategy = check_strategy(max_depth, **features)
+        strategy = check_strategy(max_depth, **features, shape=shape)
     result = CheckResult(transform, evm, seed, programs, max_depth, constants, dict(features))
     state: dict[str, Any] = {"failed": False, "last": None, "known": {}, "shrunk": 0}
     phases = [Phase.generate, Phase.shrink] + ([Phase.target] if target else [])

@@ -29,7 +29,7 @@ from typing import Any, Callable
 from attrs import frozen
 
 from chad.terms import (
-    App, Build, Def, Fst, Index, Lam, Param, Pair, Prim, Program, Unit, Var,
+    App, Build, Def, Fst, Index, Lam, MapA, Param, Pair, Prim, Program, Unit, Var,
 )
 from chad.types import UNIT, ArrayT, Fun, Prod, R, Z
 
@@ -136,6 +136,16 @@ def build_index(n: int) -> Instance:
     return Instance(n, Program((d,)), [[1.0] * n], [1.0] * n)
 
 
+def nested_maps(n: int) -> Instance:
+    """a : Array R (one element) ⊢ map (\z -> z) (... (map (\z -> z) a)), n maps."""
+    aty = ArrayT(R)
+    body = Var("a", ty=aty)
+    for k in range(n):
+        body = MapA(f"z{k + 1}", Var(f"z{k + 1}", ty=R), body, ty=aty)
+    d = Def("f", (Param("a", aty),), aty, body)
+    return Instance(n, Program((d,)), [[1.0]], [1.0])
+
+
 FAMILIES: dict[str, Family] = {
     f.name: f for f in [
         Family("op_fst", "x : R * R^n ⊢ fst x + ... + fst x (n times)", op_fst,
@@ -151,6 +161,9 @@ FAMILIES: dict[str, Family] = {
         Family("build_index", "a : Array R (length n) ⊢ build n (\\i -> a ! i)", build_index,
                (1, 2, 3, 4, 6, 8), (16, 32), ("efficient",), requires="arrays",
                reference="seed 000 §7 (one-hot array cotangents, Bag)"),
+        Family("nested_maps", "a : Array R (1 element) ⊢ map (\\z -> z) (... a), n maps",
+               nested_maps, (1, 2, 3, 4, 5, 6, 8), (12, 16), ("efficient",), requires="arrays",
+               reference="found by `chad check --shape chains`: the per-map constant"),
     ]
 }
 
@@ -186,6 +199,13 @@ class FamilyResult:
     def status(self) -> str:
         return self.verdict.status if self.verdict is not None else "error"
 
+    @property
+    def within(self) -> bool:
+        """Bounded with the given c: z3's smallest witness c is at most constants.c
+        (the witness is minimal and the statement monotone in c, so c = 34 admits
+        some c' exactly when the smallest c is <= 34)."""
+        return self.status == "bounded" and self.verdict.witness[0] <= self.constants.c
+
     def holds_at(self) -> list[bool]:
         return [o.holds(self.constants) for o in self.points]
 
@@ -213,6 +233,10 @@ class FamilyResult:
             lines.append(f"z3: exists c, c' >= 0. forall n >= {min(self.ns)}: gradient(n) <= "
                          f"c*primal(n) + c' + size(ctg)(n) + {self.verdict.c2}*|params|(n) ?")
             lines.append(f"  {self.verdict}")
+            if self.status == "bounded" and not self.within:
+                lines.append(f"  but not with c = {self.constants.c}: the smallest c is "
+                             f"{self.verdict.witness[0]}, so gradient(n) > {self.constants.c}"
+                             f"*primal(n) + c' + ... for every c' once n is large enough")
             if self.verdict.method:
                 lines.append(f"  (method: {self.verdict.method})")
         return "\n".join(lines)
@@ -228,6 +252,9 @@ class FamilyResult:
             "fit": None if self.fit is None else self.fit.as_json(),
             "verdict": None if self.verdict is None else self.verdict.as_json(),
             "status": self.status, "error": self.error,
+            "within_constants": self.within,
+            "constants": {"c": self.constants.c, "c1": self.constants.c1,
+                          "c2": self.constants.c2},
         }
 
 
@@ -273,4 +300,4 @@ def study(family: Family | str, transform: str = "efficient", evm: str = "array"
 
 __all__ = ["Family", "Instance", "FAMILIES", "FamilyFit", "FamilyResult", "study",
            "measure_family", "fit_family", "op_fst", "t_magic", "nested_lambdas",
-           "build_index"]
+           "build_index", "nested_maps"]

@@ -894,6 +894,112 @@ def is_finite(v) -> bool:
     return True
 
 
+# ----------------------------------------------------------------- chains
+# A chain program applies one construct after another, each to the result of the
+# previous one: `map (\z -> z) (map (\z -> z) (... a))`, `-(-(... x))`,
+# `(\y -> y) ((\y -> y) (... x))`. Random programs mix cheap and expensive
+# constructs; chains isolate the cost of one construct per layer, so the constant
+# c a chain needs tends to (gradient steps per layer) / (primal steps per layer):
+# the per-construct constants that decide whether 34 is enough.
+
+_AR = ArrayT(R)
+
+
+def _lit(c: float) -> Term:
+    return Prim("LIT", Unit(ty=UNIT), c, ty=R)
+
+
+def _ilit(k: int) -> Term:
+    return Prim("ILIT", Unit(ty=UNIT), k, ty=Z)
+
+
+def _pair(a, b) -> Term:
+    return Pair(a, b, ty=Prod(a.ty, b.ty))
+
+
+def _case_inl(e, n, fresh):
+    """case (inl e : R + R) of { inl v -> v | inr w -> w }"""
+    v, w = fresh("v"), fresh("w")
+    return Case(Inl(e, ty=Sum(R, R)), v, Var(v, ty=R), w, Var(w, ty=R), ty=R)
+
+
+def _layers(arrays: bool, functions: bool):
+    """name -> (input type, output type, wrap(inner, x, n, fresh) -> term)."""
+    x = Var("x", ty=R)
+    L: dict = {
+        "neg": (R, R, lambda e, n, f: Prim("NEG", e, ty=R)),
+        "add_x": (R, R, lambda e, n, f: Prim("ADD", _pair(e, x), ty=R)),
+        "mul_x": (R, R, lambda e, n, f: Prim("MUL", _pair(e, x), ty=R)),
+        "sin": (R, R, lambda e, n, f: Prim("SIN", e, ty=R)),
+        "let": (R, R, lambda e, n, f: (lambda v: Let(v, e, Var(v, ty=R), ty=R))(f("v"))),
+        "fst_pair": (R, R, lambda e, n, f: Fst(_pair(e, x), ty=R)),
+        "let_pair": (R, R, lambda e, n, f: (lambda v: Let(v, _pair(e, x), Fst(
+            Var(v, ty=Prod(R, R)), ty=R), ty=R))(f("v"))),
+        "case_inl": (R, R, _case_inl),
+        "if": (R, R, lambda e, n, f: Case(Prim("LT", _pair(x, _lit(10.0)), ty=BOOL), f("u"), e,
+                                          f("u"), x, ty=R)),
+    }
+    if functions:
+        L["app_id"] = (R, R, lambda e, n, f: (lambda y: App(
+            Lam(y, R, Var(y, ty=R), None, ty=Fun(R, R)), e, ty=R))(f("y")))
+        L["app_body"] = (R, R, lambda e, n, f: (lambda y: App(
+            Lam(y, R, e, None, ty=Fun(R, R)), Var("x", ty=R), ty=R))(f("y")))
+        L["let_fun"] = (R, R, lambda e, n, f: (lambda g, y: Let(
+            g, Lam(y, R, Var(y, ty=R), None, ty=Fun(R, R)),
+            App(Var(g, ty=Fun(R, R)), e, ty=R), ty=R))(f("g"), f("y")))
+    if arrays:
+        L["map_id"] = (_AR, _AR, lambda e, n, f: (lambda z: MapA(z, Var(z, ty=R), e, ty=_AR))(
+            f("z")))
+        L["map_sin"] = (_AR, _AR, lambda e, n, f: (lambda z: MapA(
+            z, Prim("SIN", Var(z, ty=R), ty=R), e, ty=_AR))(f("z")))
+        L["map_x"] = (_AR, _AR, lambda e, n, f: (lambda z: MapA(
+            z, Prim("MUL", _pair(Var(z, ty=R), x), ty=R), e, ty=_AR))(f("z")))
+        L["build_index"] = (_AR, _AR, lambda e, n, f: (lambda i: Build(
+            _ilit(n), i, Index(e, Var(i, ty=Z), ty=R), ty=_AR))(f("i")))
+        L["build_const"] = (R, _AR, lambda e, n, f: Build(_ilit(n), f("i"), e, ty=_AR))
+        L["sum"] = (_AR, R, lambda e, n, f: Prim("SUM", e, ty=R))
+        L["index0"] = (_AR, R, lambda e, n, f: Index(e, _ilit(0), ty=R))
+    return L
+
+
+@st.composite
+def chains(draw, max_layers: int = 16, *, arrays: bool = False, functions: bool = False,
+           layers: tuple[str, ...] | None = None) -> GenCase:
+    """Chain programs: `f(x : R[, a : Array R]) = L_k (... (L_1 base))`, each L_i a
+    construct applied to the previous result (see _layers for the catalogue; with
+    `layers` given, only those). The array `a` has 1..3 elements; `build` layers use
+    its length, so every index is in range. Shrinks to fewer, simpler layers."""
+    table = _layers(arrays, functions)
+    if layers is not None:
+        table = {k: v for k, v in table.items() if k in layers}
+    n = 1 + draw(_index(3)) if arrays else 0
+    params = [Param("x", R)] + ([Param("a", _AR)] if arrays else [])
+    args = [1.0 if not draw(_BOOLS) else 0.5] + ([tuple([1.0] * n)] if arrays else [])
+    counter = [0]
+
+    def fresh(base):
+        counter[0] += 1
+        return f"{base}{counter[0]}"
+
+    cur = Var("x", ty=R)
+    if arrays and draw(_BOOLS):
+        cur = Var("a", ty=_AR)
+    k = 1 + draw(st.integers(0, max_layers - 1))
+    for _ in range(k):
+        options = [name for name, (ti, _to, _w) in table.items() if ti == cur.ty]
+        if not options:
+            break
+        name = options[draw(_index(len(options)))] if len(options) > 1 else options[0]
+        _ti, to, wrap = table[name]
+        cur = wrap(cur, n, fresh)
+    defn = Def("f", tuple(params), cur.ty, cur)
+    if functions:
+        defn = _fill_captures(Program((defn,))).defs[-1]
+    value = evaluate_case(defn, tuple(args))
+    ctg = draw(sparse_ctgs(cur.ty, value))
+    return GenCase(defn, tuple(args), ctg, value)
+
+
 def language_programs(max_depth: int = 4, max_params: int = 3, **kw) -> st.SearchStrategy:
     """`programs(...)` over the whole language as installed: arrays and functions
     switched on when the project supports them (available_features())."""
@@ -903,7 +1009,7 @@ def language_programs(max_depth: int = 4, max_params: int = 3, **kw) -> st.Searc
     return programs(max_depth=max_depth, max_params=max_params, **kw)
 
 
-__all__ = ["GenCase", "Binding", "programs", "language_programs", "terms_in", "types",
+__all__ = ["GenCase", "Binding", "programs", "language_programs", "chains", "terms_in", "types",
            "wide_types", "values_of", "sparse_ctgs", "is_finite", "ctg_to_json",
            "available_features", "arrays_available", "functions_available",
            "annotate_injections", "strip_annotations", "print_surface", "evaluate_case",

@@ -200,11 +200,15 @@ def ratios(out: str, quick: bool = False, seed: int = 0) -> str:
     if feats["functions"]:
         fragments.append(("functions", {"arrays": False, "functions": True},
                           [t for t in ("efficient", "naive-ho") if t in names]))
+    fragments.append(("chains", {"arrays": feats["arrays"], "functions": feats["functions"],
+                                 "shape": "chains"}, ["efficient"]))
     md = ["# (c) Gradient/primal step ratios over generated programs", "",
           f"{n} programs per fragment (`chad check`'s generator, seed {seed}), each measured "
           "under every transform that applies. `c needed` is (gradient - 5 - size(ctg) - "
           "4|Γ|) / primal, the constant the program needs with c' = 5, c'' = 4; z3's "
-          "smallest c is its maximum, rounded up.", ""]
+          "smallest c is its maximum, rounded up. `chains` are `chad check --shape chains` "
+          "programs (one construct nested up to 16 times, every feature on), sampled "
+          "without targeting.", ""]
     rows, all_obs = [], {}
     for frag, fl, ts in fragments:
         obs = sample_observations(ts, n, seed, check_strategy(**fl))
@@ -227,8 +231,8 @@ def ratios(out: str, quick: bool = False, seed: int = 0) -> str:
     lo_c, hi_c = min(min(needs), 0.0), max(max(needs), 40.0)
     for (frag, t), os_ in all_obs.items():
         label = f"{frag}, {t}"
-        ls = {"first-order": "-", "arrays": "--", "functions": ":"}[frag]
-        col = COLORS.get(t)
+        ls = {"first-order": "-", "arrays": "--", "functions": ":", "chains": "-."}[frag]
+        col = "tab:green" if frag == "chains" else COLORS.get(t)
         kw = dict(histtype="step", linewidth=1.6, linestyle=ls, color=col, label=label)
         axes[0].hist([o.ratio for o in os_], bins=_bins([o.ratio for o in os_]), **kw)
         axes[1].hist([o.needed_c for o in os_], bins=60, range=(lo_c, hi_c), **kw)

@@ -91,6 +91,24 @@ def test_efficient_with_too_small_a_constant_is_caught():
     assert o.holds(Constants()) and not o.holds(Constants(10, 5, 4))
 
 
+def test_chains_find_and_shrink_a_per_construct_violation():
+    """Chains (one construct nested) expose per-construct constants: with c = 15
+    the first-order efficient transform fails on a chain, shrunk to a short one."""
+    r = run_check("efficient", programs=200, seed=0, shape="chains",
+                  features={"arrays": False, "functions": False}, constants=Constants(15, 5, 4))
+    assert not r.holds
+    o = r.counterexample.observation
+    assert o.holds(Constants()) and not o.holds(Constants(15, 5, 4))
+    assert len(r.counterexample.source()) < 400
+
+
+@pytest.mark.xfail(strict=False, reason="nested identity maps over a one-element array need "
+                   "c = 36 > 34 (the map rule of chad/arrays; `chad check --family nested_maps`)")
+def test_efficient_on_chains_with_arrays_within_34():
+    r = run_check("efficient", programs=300, seed=0, shape="chains")
+    assert r.holds, r.counterexample.render()
+
+
 def test_deterministic_given_the_seed():
     a = run_check("efficient", programs=25, seed=7)
     b = run_check("efficient", programs=25, seed=7)
