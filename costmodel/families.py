@@ -137,7 +137,7 @@ def build_index(n: int) -> Instance:
 
 
 def nested_maps(n: int) -> Instance:
-    """a : Array R (one element) ⊢ map (\z -> z) (... (map (\z -> z) a)), n maps."""
+    r"""a : Array R (one element) ⊢ map (\z -> z) (... (map (\z -> z) a)), n maps."""
     aty = ArrayT(R)
     body = Var("a", ty=aty)
     for k in range(n):

@@ -27,6 +27,8 @@ The language covered is switched by flags:
 
 `available_features()` says which of these the installed project supports, and
 `language_programs(...)` is `programs(...)` with every available feature on.
+`chains(...)` generates programs that apply one construct after another (up to 16
+layers): they measure per-construct constants (`chad check --shape chains`).
 
 Size and shape: `max_depth` bounds the term depth, `max_size` the number of term
 nodes, `max_params` the number of parameters and `type_depth` the depth of their

@@ -76,6 +76,8 @@ def families(out: str, quick: bool = False) -> str:
             v = r.verdict
             verdict = (f"bounded (sat), c = {v.witness[0]}, c' = {v.witness[1]}"
                        if v.status == "bounded" else f"{v.status} ({v.z3_result})")
+            if v.status == "bounded" and not r.within:
+                verdict += f" — **not with c = {r.constants.c}**"
             fit_rows.append([r.transform, f"`{r.fit.primal}`", f"`{r.fit.gradient}`",
                              f"`{r.fit.ctg_size}`; `{r.fit.params}`", verdict])
         md += [_table(["transform", "primal(n)", "gradient(n)", "size(ctg)(n); params(n)",

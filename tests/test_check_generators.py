@@ -16,7 +16,7 @@ from chad.terms import App, Build, Lam, Prim
 from chad.types import ArrayT, Prod, R
 from chad.values import value_from_json
 from costmodel.generators import (
-    GenCase, annotate_injections, available_features, ctg_to_json, language_programs,
+    GenCase, annotate_injections, available_features, chains, ctg_to_json, language_programs,
     print_surface, programs, sparse_ctgs, tuple_types, type_size, types, values_of,
 )
 
@@ -157,3 +157,11 @@ def test_types_strategy_is_first_order():
              settings=settings(database=None))
     assert is_first_order(t)
     _ = st  # the module is part of the public API used with hypothesis strategies
+
+
+@SETTINGS
+@given(chains(12, arrays=FEATURES["arrays"], functions=FEATURES["functions"]))
+def test_chains_type_check_and_round_trip(case: GenCase):
+    assert check_program(annotate_injections(case.program)).defs == case.program.defs
+    assert check_program(parse_program(case.source())).defs == case.program.defs
+    ctg_from_json(case.defn.result, case.ctg_json(), "ctg", case.value)
