@@ -12,7 +12,7 @@ from attrs import define, field
 
 from chad.linear import L_R, L_UN, LPairT, LSumT, LType
 from chad.terms import LPairZero, LSumZero, LUnit, Pair, Prim, Term, Unit
-from chad.types import ArrayT, Fun, Int, Prod, Real, Sum, Type, UnitT
+from chad.types import Int, Prod, Real, Sum, Type, UnitT
 
 # Hooks for the extensions (arrays, functions): type class -> D2 / zerot.
 D2_EXTENSIONS: dict[type, object] = {}

@@ -53,7 +53,7 @@ def calls) is supported.
 from __future__ import annotations
 
 from chad.errors import UsageError
-from chad.linear import L_R, L_UN, LPairT, LSumT, LType
+from chad.linear import LPairT, LType
 from chad.primitives import PRIMITIVES
 from chad.terms import (
     Ann, App, Case, Def, Fst, Inl, Inr, Lam, Let, LInl, LInr, LPair, LPairZero, Pair,
@@ -61,7 +61,7 @@ from chad.terms import (
 )
 from chad.types import Int, Prod, Real, Sum, Type, UnitT
 
-from .common import Context, Fresh
+from .common import D2, Context, Fresh
 from .naive_terms import (
     DCast, DDensify, DZero, EVOneHot, EVPlus, EVSplit, EVZero, densify, ev_to_cells,
 )
@@ -69,17 +69,20 @@ from .registry import CTG, TransformSpec
 
 
 def dense_type(t: Type) -> LType:
-    """D[t]_2 of Fig. 2, restricted to the first-order types of Fig. 1."""
+    """D[t]_2 of Fig. 2, restricted to the first-order types of Fig. 1 (the same
+    linear type as the efficient transform's D2; only its values are dense)."""
+    if not _fig1_type(t):
+        raise UsageError(f"the naive transform supports only R, Z, (), * and + types, not {t}")
+    return D2(t)
+
+
+def _fig1_type(t: Type) -> bool:
     match t:
-        case Real():
-            return L_R
-        case Int() | UnitT():
-            return L_UN
-        case Prod(a, b):
-            return LPairT(dense_type(a), dense_type(b))
-        case Sum(a, b):
-            return LSumT(dense_type(a), dense_type(b))
-    raise UsageError(f"the naive transform supports only R, Z, (), * and + types, not {t}")
+        case Real() | Int() | UnitT():
+            return True
+        case Prod(a, b) | Sum(a, b):
+            return _fig1_type(a) and _fig1_type(b)
+    return False
 
 
 def _has_real(t: Type) -> bool:

@@ -15,7 +15,7 @@ A transform gives, for a checked def d:
 from __future__ import annotations
 
 import importlib
-from typing import Any, Callable
+from typing import Callable
 
 from attrs import frozen
 
