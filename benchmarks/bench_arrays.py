@@ -37,20 +37,7 @@ SIZES = (1000, 2000)
 REPEATS = 11
 DOT_N = 100_000
 
-PROGRAMS = {
-    "build a!i*2": ("def f(a : Array R) : Array R = build (length a) (\\i -> a ! i * 2.0)",
-                    lambda n: ([np.linspace(0.0, 1.0, n)], [1.0] * n)),
-    "fold squares": ("def f(a : Array R) : R = fold (\\p -> fst p + snd p) "
-                     "(build (length a) (\\i -> a ! i * a ! i))",
-                     lambda n: ([np.linspace(0.0, 1.0, n)], 1.0)),
-    "loop, branch": ("def f(a : Array R) : R = sum (build (length a) (\\i -> "
-                     "if i < 1 then a ! 0 else a ! (i - 1) * a ! (length a - i)))",
-                     lambda n: ([np.linspace(0.0, 1.0, n)], 1.0)),
-    "loop, a!(p!i)": ("def f(a : Array R, p : Array Z) : R = "
-                      "sum (build (length p) (\\i -> a ! (p ! i) * a ! (length a - 1 - i)))",
-                      lambda n: ([np.linspace(0.0, 1.0, n),
-                                  list(np.random.default_rng(n).permutation(n))], 1.0)),
-}
+from .scaling_programs import PROGRAMS  # noqa: E402  (shared with the scaling test)
 
 
 class Case:

@@ -10,7 +10,6 @@ once per runtime.
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 import chad
@@ -22,24 +21,7 @@ from costmodel.evaluate import Evaluator
 
 RUNTIMES = ("map", "array", "parallel")
 
-PROGRAMS = {
-    # §8.1's example: a gather read scaled pointwise; the result is an array.
-    "build": ("def f(a : Array R) : Array R = build (length a) (\\i -> a ! i * 2.0)",
-              lambda n: ([np.linspace(0.0, 1.0, n)], [1.0] * n)),
-    # a fold of squares (the reduction tree and unTree)
-    "fold": ("def f(a : Array R) : R = fold (\\p -> fst p + snd p) "
-             "(build (length a) (\\i -> a ! i * a ! i))",
-             lambda n: ([np.linspace(0.0, 1.0, n)], 1.0)),
-    # a loop reading a at computed indices under a branch: BOne / BPlus / collect
-    "loop": ("def f(a : Array R) : R = sum (build (length a) (\\i -> "
-             "if i < 1 then a ! 0 else a ! (i - 1) * a ! (length a - i)))",
-             lambda n: ([np.linspace(0.0, 1.0, n)], 1.0)),
-    # a loop reading a at indices computed from an integer array: gathers
-    "perm": ("def f(a : Array R, p : Array Z) : R = "
-             "sum (build (length p) (\\i -> a ! (p ! i) * a ! (length a - 1 - i)))",
-             lambda n: ([np.linspace(0.0, 1.0, n), list(np.random.default_rng(n).permutation(n))],
-                        1.0)),
-}
+from benchmarks.scaling_programs import PROGRAMS  # shared with make bench
 
 
 def gradient_steps(src: str, args, ctg, runtimes=RUNTIMES) -> dict[str, int]:

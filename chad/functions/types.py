@@ -189,25 +189,27 @@ class LPacked:
         return 1 + size(self.value)
 
 
-class _EnvBag:
-    """A non-zero cotangent of a closure's environment in the fused form: a bag
-    (free commutative monoid, O(1) +) of (capture index, cotangent) entries.
-    `None` is the empty bag (the zero)."""
+class _CatBag:
+    """A non-empty bag with O(1) `+` (a free commutative monoid): leaves hold
+    (key, cotangent); `None`, the zero, never occurs inside (plusv handles it).
+    Used for the cotangent of a closure's environment (key: capture index) and
+    for naive §9's log of invocations (key: the argument's primal)."""
 
     __slots__ = ()
 
     def plus(self, y):
-        return EnvCat(self, y), 1
+        return self._cat(self, y), 1
 
     def entries(self) -> list:
+        """The (key, cotangent) pairs of the leaves, left to right."""
         out, stack = [], [self]
         while stack:
             x = stack.pop()
-            if isinstance(x, EnvCat):
+            if isinstance(x, self._cat):
                 stack.append(x.right)
                 stack.append(x.left)
-            elif isinstance(x, EnvOne):
-                out.append((x.index, x.ctg))
+            elif x is not None:
+                out.append((x.key, x.ctg))
         return out
 
     def phi(self) -> int:
@@ -217,18 +219,28 @@ class _EnvBag:
         n, stack = 0, [self]
         while stack:
             x = stack.pop()
+            if x is None:
+                continue
             n += 1
-            if isinstance(x, EnvCat):
-                stack.extend(y for y in (x.left, x.right) if y is not None)
-            elif isinstance(x, EnvOne):
+            if isinstance(x, self._cat):
+                stack.extend((x.left, x.right))
+            else:
                 n += size(x.ctg)
         return n
+
+
+class _EnvBag(_CatBag):
+    __slots__ = ()
 
 
 @frozen(eq=False)
 class EnvOne(_EnvBag):
     index: int
     ctg: Any
+
+    @property
+    def key(self):
+        return self.index
 
 
 @frozen(eq=False)
@@ -237,39 +249,8 @@ class EnvCat(_EnvBag):
     right: Any
 
 
-class _Log:
-    """A non-empty log of invocations (naive §9): ++ is O(1) (a Bag)."""
-
+class _Log(_CatBag):
     __slots__ = ()
-
-    def plus(self, y):
-        return LogCat(self, y), 1
-
-    def entries(self) -> list:
-        """The (argument primal, output cotangent) pairs, in order."""
-        out, stack = [], [self]
-        while stack:
-            x = stack.pop()
-            if isinstance(x, LogCat):
-                stack.append(x.right)
-                stack.append(x.left)
-            elif isinstance(x, LogOne):
-                out.append((x.arg, x.ctg))
-        return out
-
-    def phi(self) -> int:
-        return self.size()
-
-    def size(self) -> int:
-        n, stack = 0, [self]
-        while stack:
-            x = stack.pop()
-            n += 1
-            if isinstance(x, LogCat):
-                stack.extend((x.left, x.right))
-            elif isinstance(x, LogOne):
-                n += size(x.ctg)
-        return n
 
 
 @frozen(eq=False)
@@ -277,8 +258,16 @@ class LogOne(_Log):
     arg: Any
     ctg: Any
 
+    @property
+    def key(self):
+        return self.arg
+
 
 @frozen(eq=False)
 class LogCat(_Log):
     left: Any
     right: Any
+
+
+_EnvBag._cat = EnvCat
+_Log._cat = LogCat
