@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test bench check-long experiments install clean
+.PHONY: run test bench check-long experiments install clean golden
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -30,6 +30,12 @@ check-long: $(STAMP)
 
 experiments: $(STAMP)
 	$(BIN)/python -m experiments
+
+# Recompute the golden step counts (tests/golden/corpus.json) of the stored programs;
+# review the diff before committing it. A fresh set of programs:
+# $(BIN)/python tests/golden/regenerate.py --new
+golden: $(STAMP)
+	$(BIN)/python tests/golden/regenerate.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info

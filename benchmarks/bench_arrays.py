@@ -1,4 +1,4 @@
-"""Arrays (issue 4): wall-clock scaling of array gradients, and gradient vs primal.
+"""Arrays (docs/arrays.md): wall-clock scaling of array gradients, and gradient vs primal.
 
 1. For `build n (\\i -> a ! i * 2.0)`, a fold of squares, a loop reading `a` at
    computed indices under a branch (BOne path) and one reading it through an
@@ -109,8 +109,7 @@ def bench_scaling() -> dict:
                     steps[n] = s
                 wall_ratios.append(pair[SIZES[1]][0] / pair[SIZES[0]][0])
                 cpu_ratios.append(pair[SIZES[1]][1] / pair[SIZES[0]][1])
-            if hasattr(evm, "close"):
-                evm.close()
+            evm.close()
             ratio = statistics.median(wall_ratios)
             cratio = statistics.median(cpu_ratios)
             sratio = steps[SIZES[1]] / steps[SIZES[0]]
@@ -135,12 +134,9 @@ def bench_dot(n: int = DOT_N) -> dict:
     rows = []
     figures = {"primal": tp}
     for rt in RUNTIMES:
-        evm = chad.make_evm(rt)
-        if hasattr(evm, "close"):  # start the pool outside the measurement
-            Case(src, [np.ones(300), np.ones(300)], 1.0).gradient(evm)
+        evm = chad.make_evm(rt).start()  # start the pool outside the measurement
         tg, _cpu, steps = case.gradient(evm)
-        if hasattr(evm, "close"):
-            evm.close()
+        evm.close()
         figures[rt] = tg
         rows.append([rt, f"{tp:.2f}", f"{tg:.2f}", f"{tg / tp:.1f}", primal_steps, steps,
                      f"{steps / primal_steps:.1f}"])

@@ -56,8 +56,7 @@ def per_add(name: str, sizes=SIZES, k: int = 50_000) -> dict:
         evm.reset_work()
         evm.run(adds, env)
         out[n] = ((best[n] - best_empty[n]) / k, (evm.work - base) / k)
-    if hasattr(evm, "close"):
-        evm.close()
+    evm.close()
     return out
 
 

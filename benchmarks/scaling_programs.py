@@ -1,4 +1,4 @@
-"""The array programs whose gradient must scale linearly (issue 4): one table,
+"""The array programs whose gradient must scale linearly (docs/arrays.md): one table,
 used by the step-count test (tests/test_arrays_scaling.py) and the wall-clock
 benchmark (benchmarks/bench_arrays.py). name -> (source, n -> (args, ctg))."""
 

@@ -1,13 +1,39 @@
 """chad: Efficient CHAD reverse-mode AD for a small typed functional language.
 
-Pipeline (one module per layer): parser -> checker -> transform -> evaluate.
+Pipeline (one folder or module per layer): parser -> checker -> transform ->
+evaluate (costmodel/, counting steps) with an EVM runtime (runtime/).
 
     import chad
     value, (dx, dy) = chad.grad("def f(x : R, y : R) : R = x * y + sin x")(2.0, 3.0)
+
+The public names below are those of chad/api.py and chad/errors.py. They are
+loaded on first use (PEP 562), so that importing a lower layer (e.g.
+`costmodel.evaluate`, which imports `chad.terms`) does not pull in the API, and
+with it every layer, through this package's `__init__`.
 """
 
-from .api import UNSET, CostReport, cost, grad, load, make_evm, run, vjp  # noqa: F401
-from .errors import ChadError, EvalError, ParseError, TypeCheckError, UsageError  # noqa: F401
+from __future__ import annotations
 
-__all__ = ["grad", "vjp", "cost", "run", "load", "make_evm", "CostReport", "UNSET",
-           "ChadError", "ParseError", "TypeCheckError", "EvalError", "UsageError"]
+import importlib
+
+_PUBLIC = {
+    "grad": "chad.api", "vjp": "chad.api", "cost": "chad.api", "run": "chad.api",
+    "load": "chad.api", "make_evm": "chad.api", "CostReport": "chad.api", "UNSET": "chad.api",
+    "ChadError": "chad.errors", "ParseError": "chad.errors", "TypeCheckError": "chad.errors",
+    "EvalError": "chad.errors", "UsageError": "chad.errors",
+}
+
+__all__ = list(_PUBLIC)
+
+
+def __getattr__(name: str):
+    module = _PUBLIC.get(name)
+    if module is None:
+        raise AttributeError(f"module 'chad' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_PUBLIC))

@@ -14,14 +14,22 @@ from typing import Any, Sequence
 from attrs import frozen
 
 from costmodel.evaluate import Evaluator
+from costmodel.lacm import SpecLACM
+from runtime.registry import make_evm as _make_runtime
 
+from . import features
+from .checker import check_program
+from .cotangents import ctg_from_json, densify
 from .deep import run_deep
 from .errors import UsageError
 from .linear import size
+from .parser import parse_program
 from .terms import Def, Program
 from .transform.registry import CTG, get_transform
-from .types import Real
+from .types import Real, is_first_order
 from .values import value_from_json
+
+features.load()  # the composition root: every transform and extension
 
 UNSET = object()  # "no cotangent given" (None is the sparse zero)
 
@@ -32,13 +40,9 @@ C_CONST, C_PRIMAL, C_PARAMS = 5, 34, 4
 def load(program: str | Program, file: str = "<input>") -> Program:
     """Parse (if text) and type check a program."""
     if isinstance(program, str):
-        from .parser import parse_program
-
         program = parse_program(program, file)
     if _is_checked(program):
         return program
-    from .checker import check_program
-
     return check_program(program)
 
 
@@ -49,12 +53,8 @@ def _is_checked(program: Program) -> bool:
 def make_evm(name: str):
     """An EVM implementation by name: map, array, parallel (or spec, the oracle)."""
     if name == "spec":
-        from costmodel.lacm import SpecLACM
-
         return SpecLACM()
-    from runtime.registry import make_evm as make
-
-    return make(name)
+    return _make_runtime(name)
 
 
 def _defs(program: Program) -> dict[str, Def]:
@@ -90,8 +90,6 @@ def vjp(program: str | Program, fn: str | None = None, evm: str = "array",
         transform: str = "efficient"):
     """`vjp(prog)(*args)` gives (value, backprop); backprop(ctg) gives the dense
     gradient, one cotangent per parameter. ctg may be sparse (None = zero)."""
-    from .cotangents import ctg_from_json, densify
-
     prog = load(program)
     d = prog.find(fn)
     spec = get_transform(transform)
@@ -130,7 +128,7 @@ def grad(program: str | Program, fn: str | None = None, evm: str = "array",
 
 @frozen
 class CostReport:
-    """The numbers of `chad cost` (LANGUAGE.md)."""
+    """The numbers of `chad cost` (docs/language.md)."""
 
     primal_steps: int
     gradient_steps: int
@@ -155,8 +153,6 @@ def th2_bound(primal_steps: int, ctg_size: int, params: int,
 def cost(program: str | Program, args: Sequence[Any], ctg: Any = UNSET, fn: str | None = None,
          transform: str = "efficient", evm: str = "array") -> CostReport:
     """Primal steps, gradient steps (TH2's left side) and the TH2 bound."""
-    from .cotangents import ctg_from_json
-
     prog = load(program)
     d = prog.find(fn)
     _check_first_order(d)
@@ -185,8 +181,6 @@ def _default_ctg(d: Def, ctg):
 
 
 def _check_first_order(d: Def) -> None:
-    from .types import is_first_order
-
     for p in d.params:
         if not is_first_order(p.ty):
             raise UsageError(f"cannot differentiate {d.name}: parameter {p.name} has a function type {p.ty}")

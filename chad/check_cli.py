@@ -1,5 +1,5 @@
 """`chad check`: the complexity criterion over generated programs and over
-program families (issue 6; docs/complexity-checker.md).
+program families (docs/complexity-checker.md; docs/complexity-checker.md).
 
     chad check [--transform T[,T...]] [--evm E] [--programs N] [--max-depth D]
                [--seed S] [--constants c,c',c''] [--features auto|first-order|all|...]
@@ -22,7 +22,6 @@ smallest witness; exit 0) or refuted (unsat; exit 1).
 from __future__ import annotations
 
 import json
-import sys
 
 DEFAULT_PROGRAMS = 200
 DEFAULT_DEPTH = 5
@@ -287,9 +286,3 @@ def _plot_family(path, results) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
-
-
-if __name__ == "__main__":  # pragma: no cover
-    from .cli import main
-
-    sys.exit(main(["check"] + sys.argv[1:]))

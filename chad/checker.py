@@ -1,8 +1,8 @@
-"""The type checker: bidirectional, for the source language (LANGUAGE.md).
+"""The type checker: bidirectional, for the source language (docs/language.md).
 
     check_program(prog) -> Program     the checked program (see below)
     check_term(term, env, defs=None, expected=None) -> Term
-    free_vars(term) -> tuple[str, ...]  free variables, in order of first occurrence
+    free_vars(term) -> tuple[str, ...]  free variables (chad/terms.py's traversal)
 
 The checked program is a NEW program in which
 
@@ -43,7 +43,7 @@ from .errors import TypeCheckError
 from .primitives import PRIMITIVES
 from .terms import (
     Ann, App, Build, Call, Case, Def, Fold, Fst, Index, Inl, Inr, Lam, Length, Let,
-    MapA, Pair, Prim, Program, Snd, Term, Unit, Var,
+    MapA, Pair, Prim, Program, Snd, Term, Unit, Var, free_vars,
 )
 from .types import ArrayT, Fun, Prod, R, Sum, Type, UNIT, Z
 
@@ -239,76 +239,6 @@ def _signature(op: str) -> tuple[Type, Type] | None:
     if p is not None:
         return p.arg, p.res
     return _EXTRA_PRIMS.get(op)
-
-
-# ----------------------------------------------------------------- free variables
-
-_ENTER, _EXIT = 0, 1
-_CHILDREN_CACHE: dict[type, tuple[str, ...]] = {}
-
-
-def _term_fields(cls: type) -> tuple[str, ...]:
-    names = _CHILDREN_CACHE.get(cls)
-    if names is None:
-        names = tuple(f.name for f in attrs.fields(cls) if f.name not in ("loc", "ty"))
-        _CHILDREN_CACHE[cls] = names
-    return names
-
-
-def free_vars(term: Term, trust_captures: bool = False) -> tuple[str, ...]:
-    """The free variables of `term`, in order of first occurrence (left to right).
-
-    Binders: let, case (both branches), lambda, build, fold and map. Works on
-    source and target terms (AddEVM's name is not a variable occurrence). With
-    `trust_captures`, a Lam whose `captures` is set contributes its captures
-    without its body being traversed (they are the same, in the same order, when
-    the captures were computed by this function). Iterative: no recursion limit.
-    """
-    out: list[str] = []
-    seen: set[str] = set()
-    bound: dict[str, int] = {}
-    stack: list = [term]
-    while stack:
-        item = stack.pop()
-        if type(item) is tuple:
-            tag, name = item
-            if tag == _ENTER:
-                bound[name] = bound.get(name, 0) + 1
-            else:
-                bound[name] -= 1
-            continue
-        t = item
-        if isinstance(t, Var):
-            if not bound.get(t.name) and t.name not in seen:
-                seen.add(t.name)
-                out.append(t.name)
-        elif isinstance(t, Let):
-            stack += [(_EXIT, t.name), t.body, (_ENTER, t.name), t.rhs]
-        elif isinstance(t, Case):
-            stack += [(_EXIT, t.rname), t.rbody, (_ENTER, t.rname),
-                      (_EXIT, t.lname), t.lbody, (_ENTER, t.lname), t.scrut]
-        elif isinstance(t, Lam):
-            if trust_captures and t.captures is not None:
-                for name in t.captures:
-                    if not bound.get(name) and name not in seen:
-                        seen.add(name)
-                        out.append(name)
-            else:
-                stack += [(_EXIT, t.name), t.body, (_ENTER, t.name)]
-        elif isinstance(t, Build):
-            stack += [(_EXIT, t.name), t.body, (_ENTER, t.name), t.size]
-        elif isinstance(t, (Fold, MapA)):
-            stack += [t.arr, (_EXIT, t.name), t.body, (_ENTER, t.name)]
-        elif isinstance(t, Term):
-            children = []
-            for f in _term_fields(type(t)):
-                v = getattr(t, f)
-                if isinstance(v, Term):
-                    children.append(v)
-                elif isinstance(v, tuple):
-                    children.extend(x for x in v if isinstance(x, Term))
-            stack.extend(reversed(children))
-    return tuple(out)
 
 
 # ----------------------------------------------------------------- the checker

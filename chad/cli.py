@@ -1,4 +1,4 @@
-"""The command line (LANGUAGE.md, "Command line"):
+"""The command line (docs/language.md, "Command line"):
 
     chad run   FILE [--fn NAME] --args JSON [--json]
     chad grad  FILE [--fn NAME] --args JSON [--ctg JSON] [--evm map|array|parallel] [--transform ...] [--json]
@@ -14,12 +14,20 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
+from . import features
+from .api import UNSET, cost, load, run, vjp
+from .check_cli import add_check_parser, cmd_check
+from .cotangents import dense_to_json
+from .deep import run_deep
 from .errors import ChadError, UsageError
+from .target_printer import show_term
+from .transform.registry import get_transform, transform_names
+from .values import value_to_json
 
 EVM_CHOICES = ("map", "array", "parallel", "spec")
-from .transform.registry import TRANSFORM_NAMES as TRANSFORM_CHOICES  # noqa: E402
 
 
 class _Parser(argparse.ArgumentParser):
@@ -34,6 +42,7 @@ def _fail(message: str, code: int = 2) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    features.load()  # the transforms and extensions: choices below list them
     p = _Parser(prog="chad", description="Efficient CHAD: reverse-mode AD with a cost guarantee.")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
@@ -47,7 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
         if evm:
             sp.add_argument("--evm", default="array", choices=EVM_CHOICES)
         if transform:
-            sp.add_argument("--transform", default="efficient", choices=TRANSFORM_CHOICES)
+            sp.add_argument("--transform", default="efficient", choices=transform_names())
         sp.add_argument("--json", action="store_true", help="machine-readable output")
 
     common(sub.add_parser("run", help="evaluate a def"))
@@ -55,8 +64,6 @@ def build_parser() -> argparse.ArgumentParser:
     common(sub.add_parser("show", help="print the derivative program"), args=False, transform=True)
     common(sub.add_parser("cost", help="step counts and the TH2 bound"), ctg=True, evm=True,
            transform=True)
-    from .check_cli import add_check_parser
-
     add_check_parser(sub)
     return p
 
@@ -79,8 +86,6 @@ def _json(text: str | None, what: str):
 
 
 def _load(args):
-    from .api import load
-
     source = _read(args.file)
     try:
         return load(source, args.file)
@@ -89,9 +94,6 @@ def _load(args):
 
 
 def cmd_run(args) -> int:
-    from .api import run
-    from .values import value_to_json
-
     prog = _load(args)
     d = prog.find(args.fn)
     value, steps = run(prog, _json(args.args, "--args"), d.name)
@@ -101,10 +103,6 @@ def cmd_run(args) -> int:
 
 
 def cmd_grad(args) -> int:
-    from .api import vjp
-    from .cotangents import dense_to_json
-    from .values import value_to_json
-
     prog = _load(args)
     d = prog.find(args.fn)
     value, backprop = vjp(prog, d.name, args.evm, args.transform)(*_arg_list(args, d))
@@ -120,8 +118,6 @@ def cmd_grad(args) -> int:
 
 
 def _ctg(args):
-    from .api import UNSET
-
     return UNSET if args.ctg is None else _json(args.ctg, "--ctg")
 
 
@@ -133,10 +129,6 @@ def _arg_list(args, d):
 
 
 def cmd_show(args) -> int:
-    from .deep import run_deep
-    from .target_printer import show_term
-    from .transform.registry import get_transform
-
     prog = _load(args)
     d = prog.find(args.fn)
     spec = get_transform(args.transform)
@@ -150,8 +142,6 @@ def cmd_show(args) -> int:
 
 
 def cmd_cost(args) -> int:
-    from .api import cost
-
     prog = _load(args)
     d = prog.find(args.fn)
     r = cost(prog, _arg_list(args, d), _ctg(args), d.name, args.transform, args.evm)
@@ -174,8 +164,6 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
         if args.command == "check":
-            from .check_cli import cmd_check
-
             return cmd_check(args)
         return COMMANDS[args.command](args)
     except SystemExit as e:
@@ -187,8 +175,6 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         return _fail("interrupted", 130)
     except BrokenPipeError:  # e.g. `chad show ... | head`: the reader left, not an error
-        import os
-
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     except Exception as e:  # a bug, not bad input: still no traceback for the user

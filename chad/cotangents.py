@@ -1,25 +1,26 @@
-"""Cotangents at the boundary: JSON in (sparse, LANGUAGE.md) and dense out.
+"""Cotangents at the boundary: JSON in (sparse, docs/language.md) and dense out.
 
 On input a cotangent keeps its sparsity: `null` for a pair or a sum is the sparse
 zero (the formalisation's `nothing`), `[0.0, 0.0]` a materialised pair. A
 cotangent that does not match its type, or the side of the value's sum, is an
 error naming the path (e.g. `ctg[1].inl`). On output gradients are dense: zeros
 filled in, in the shape of the argument, a sum on the side of the argument's value.
-Extensions (arrays, functions) register their own conversions in the dicts below.
+Type formers of extensions (arrays, functions) give their own conversions through
+chad/extend.py (`TypeFormer`).
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any
 
+from . import tables
 from .errors import UsageError
 from .types import Fun, Int, Prod, Real, Sum, Type, UnitT
 from .values import Inj, _float, _short, is_number
 
-# type class -> function(ty, j, path, primal) / function(ty, primal, ct)
-CTG_FROM_JSON: dict[type, Callable] = {}
-DENSIFY: dict[type, Callable] = {}
-DENSE_TO_JSON: dict[type, Callable] = {}
+def _codec(ty: Type, which: str):
+    former = tables.TYPES.get(type(ty))
+    return None if former is None else getattr(former, which)
 
 
 def ctg_from_json(ty: Type, j, path: str = "ctg", primal=None):
@@ -60,7 +61,7 @@ def ctg_from_json(ty: Type, j, path: str = "ctg", primal=None):
             if j is not None:
                 raise UsageError(f"{path}: the cotangent of a function is null")
             return None
-    ext = CTG_FROM_JSON.get(type(ty))
+    ext = _codec(ty, "ctg_from_json")
     if ext is not None:
         return ext(ty, j, path, primal)
     raise UsageError(f"{path}: cotangents of {ty} are not supported")
@@ -79,7 +80,7 @@ def densify(ty: Type, primal, ct):
         case Sum(a, b):
             inner = ct.value if isinstance(ct, Inj) and ct.side == primal.side else None
             return Inj(primal.side, densify(a if primal.side == 0 else b, primal.value, inner))
-    ext = DENSIFY.get(type(ty))
+    ext = _codec(ty, "densify")
     if ext is not None:
         return ext(ty, primal, ct)
     raise TypeError(f"cannot densify a cotangent of {ty}")
@@ -98,7 +99,7 @@ def dense_to_json(ty: Type, v) -> Any:
             return None
         case Sum(a, b):
             return {("inl", "inr")[v.side]: dense_to_json(a if v.side == 0 else b, v.value)}
-    ext = DENSE_TO_JSON.get(type(ty))
+    ext = _codec(ty, "dense_to_json")
     if ext is not None:
         return ext(ty, v)
     raise TypeError(f"cannot encode a cotangent of {ty}")

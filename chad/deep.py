@@ -20,6 +20,12 @@ RECURSION_LIMIT = 1_000_000
 _local = threading.local()
 
 
+def mark_deep_thread() -> None:
+    """Mark the current thread as a big-stack one (e.g. a runtime's pool
+    thread): run_deep then runs inline in it."""
+    _local.deep = True
+
+
 def run_deep(fn: Callable[..., T], *args, **kwargs) -> T:
     """Call fn(*args, **kwargs) in a big-stack thread; re-raise its exception."""
     if getattr(_local, "deep", False):

@@ -1,4 +1,4 @@
-"""The lexer of the source language (LANGUAGE.md): text -> list of tokens.
+"""The lexer of the source language (docs/language.md): text -> list of tokens.
 
 Tokens are names, keywords, integer and real literals, and the symbols
 

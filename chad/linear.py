@@ -1,4 +1,4 @@
-"""Sparse cotangent values and their monoid structure (seed 000 §4, appendix B
+"""Sparse cotangent values and their monoid structure (Efficient CHAD (Smeding & Vákár), §4, appendix B
 `spec.linear-types`).
 
 Linear types (the formalisation's LTyp) and their representation:
@@ -11,12 +11,15 @@ Linear types (the formalisation's LTyp) and their representation:
 `zerov`, `plusv`, `phi` and `size` are the formalisation's functions with their
 costs: zero and plusv return (value, steps). plusv does not need the type: the
 representation tells the cases apart exactly as the formalisation's clauses do.
+Linear types and cotangent values of extensions (bags, closures) are looked up in
+the tables filled through chad/extend.py (`LinearType`, `CotangentValue`).
 """
 
 from __future__ import annotations
 
 from attrs import frozen
 
+from . import tables
 from .values import Inj
 
 
@@ -59,9 +62,9 @@ def zerov(lt: LType):
             return 0.0, 1
         case LPairT() | LSumT():
             return None, 1
-    zero = getattr(lt, "zero", None)  # extension types (arrays, closures) define it
+    zero = tables.LINEAR_ZERO.get(type(lt))  # extension types (arrays, closures)
     if zero is not None:
-        return zero()
+        return zero(lt)
     raise TypeError(f"no zero for linear type {lt!r}")
 
 
@@ -82,9 +85,9 @@ def plusv(x, y):
             z, cz = plusv(x.value, y.value)
             return Inj(x.side, z), 1 + cz
         return None, 1  # the formalisation returns zero on mismatched sides
-    plus = getattr(x, "plus", None)  # extension values (bags, ...) define it
-    if plus is not None:
-        return plus(y)
+    ops = tables.cotangent_ops(x)  # extension values (bags, ...)
+    if ops is not None:
+        return ops.plus(x, y)
     if isinstance(x, (int,)) and not isinstance(x, bool):
         return float(x) + float(y), 1
     raise TypeError(f"cannot add cotangents {x!r} and {y!r}")
@@ -98,9 +101,9 @@ def phi(x) -> int:
         return 1 + phi(x[0]) + phi(x[1])
     if isinstance(x, Inj):
         return 1 + phi(x.value)
-    f = getattr(x, "phi", None)
-    if f is not None:
-        return f()
+    ops = tables.cotangent_ops(x)
+    if ops is not None:
+        return ops.phi(x)
     return 1
 
 
@@ -112,7 +115,7 @@ def size(x) -> int:
         return 1 + size(x[0]) + size(x[1])
     if isinstance(x, Inj):
         return 1 + size(x.value)
-    f = getattr(x, "size", None)
-    if f is not None:
-        return f()
+    ops = tables.cotangent_ops(x)
+    if ops is not None:
+        return ops.size(x)
     return 1

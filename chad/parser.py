@@ -1,11 +1,11 @@
-"""The parser of the source language: text -> core terms (LANGUAGE.md).
+"""The parser of the source language: text -> core terms (docs/language.md).
 
     parse_program(text, file="<input>") -> Program
     parse_expr(text, file="<input>", defs=()) -> Term     (defs: names callable as g(...))
     parse_type(text, file="<input>") -> Type
 
 A hand-written recursive-descent parser (binary operators by precedence climbing)
-that desugars while it parses, exactly per the table of LANGUAGE.md. See
+that desugars while it parses, exactly per the table of docs/language.md. See
 docs/parser.md for the precedence table, the desugaring and the rules below.
 Small inputs are parsed in the caller's thread; large ones in chad.deep's
 big-stack thread (10,000 nested lets are fine).

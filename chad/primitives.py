@@ -4,7 +4,7 @@ Each entry holds everything about one primitive:
   - its type (argument and result; a primitive takes ONE argument, several
     arguments come as a pair),
   - its evaluation (a Python function on values),
-  - its transposed derivative, `dprim'` of the formalisation (seed 000 app. B):
+  - its transposed derivative, `dprim'` of the formalisation (Efficient CHAD (Smeding & Vákár), app. B):
     a function building the target term that maps the primal argument `p` and
     the output cotangent `d` (both variables) to the argument's cotangent,
   - its cost: every primitive costs 1 + the cost of its argument, as `prim` in
@@ -39,12 +39,19 @@ class Primitive:
     derivative: Callable[[Term, Term], Term] | None
     int_variant: str | None = None  # the Z version of an overloaded R operator
     doc: str = ""
+    # arg value -> steps beyond the constant 1, for primitives that are not
+    # constant-time (e.g. SUM: the array's length). None: constant.
+    extra_cost: Callable | None = None
 
 
 PRIMITIVES: dict[str, Primitive] = {}
 
 
 def register(p: Primitive) -> Primitive:
+    """Add a primitive; a different primitive of the same name is an error."""
+    old = PRIMITIVES.get(p.name)
+    if old is not None and old != p:
+        raise ValueError(f"a primitive named {p.name} is already registered")
     PRIMITIVES[p.name] = p
     return p
 

@@ -31,12 +31,11 @@ from __future__ import annotations
 
 import math
 
-import attrs
 
 from .lexer import PREFIX1
 from .parser import fresh_name, run_maybe_deep
-from .terms import (Ann, App, Build, Call, Case, Def, Fold, Fst, Index, Inl, Inr, Lam, Length,
-                    Let, MapA, Pair, Prim, Program, Snd, Term, Unit, Var)
+from .terms import (Ann, App, Build, Call, Case, Def, Fold, Fst, Inl, Inr, Lam, Let, MapA,
+                    Pair, Prim, Program, Snd, Term, Unit, Var, children)
 from .types import BOOL, show_type
 
 # Precedence levels: a term of level p printed where level q is required gets
@@ -77,39 +76,6 @@ def fn_shape(name: str, body: Term):
             and not (isinstance(body.fn, Lam) and body.fn.param_ty is None)):
         return body.fn
     return None
-
-
-_FIELDS: dict[type, tuple[str, ...]] = {}
-_KIDS = {
-    Var: lambda t: (), Unit: lambda t: (), Prim: lambda t: (t.arg,),
-    Let: lambda t: (t.rhs, t.body), Pair: lambda t: (t.left, t.right),
-    Fst: lambda t: (t.expr,), Snd: lambda t: (t.expr,), Inl: lambda t: (t.expr,),
-    Inr: lambda t: (t.expr,), Length: lambda t: (t.expr,), Ann: lambda t: (t.expr,),
-    Case: lambda t: (t.scrut, t.lbody, t.rbody), Lam: lambda t: (t.body,),
-    App: lambda t: (t.fn, t.arg), Call: lambda t: t.args, Build: lambda t: (t.size, t.body),
-    Index: lambda t: (t.arr, t.idx), Fold: lambda t: (t.body, t.arr),
-    MapA: lambda t: (t.body, t.arr),
-}
-
-
-def children(t: Term):
-    """The sub-terms of any term node (source or target), in field order."""
-    kids = _KIDS.get(type(t))
-    if kids is not None:
-        return kids(t)
-    cls = type(t)
-    names = _FIELDS.get(cls)
-    if names is None:
-        names = tuple(f.name for f in attrs.fields(cls) if f.name not in ("loc", "ty"))
-        _FIELDS[cls] = names
-    out = []
-    for n in names:
-        v = getattr(t, n)
-        if isinstance(v, Term):
-            out.append(v)
-        elif isinstance(v, tuple):
-            out.extend(x for x in v if isinstance(x, Term))
-    return out
 
 
 def printed_names(roots) -> set[str]:

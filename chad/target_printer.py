@@ -9,6 +9,7 @@ back; they contain generated names with `$`.
 
 from __future__ import annotations
 
+from chad import tables
 from chad import terms as T
 
 INDENT = "  "
@@ -110,11 +111,7 @@ def _show(t) -> tuple[str, int]:
             return f"lcastl {_one(e, _ATOM)}", _APP
         case T.LCastR(e, _):
             return f"lcastr {_one(e, _ATOM)}", _APP
-    show = SHOW_EXTENSIONS.get(type(t))
+    show = tables.SHOW.get(type(t))  # extensions' nodes (chad/extend.py)
     if show is not None:
         return show(t, _one)
     return f"<{type(t).__name__}>", _ATOM
-
-
-# Extensions (arrays, naive CHAD, closures): node class -> show(t, one) -> (str, prec)
-SHOW_EXTENSIONS: dict[type, object] = {}

@@ -1,6 +1,6 @@
 """Core terms, shared by the source and the target language.
 
-This follows the Agda formalisation of seed 000 (appendix B, `spec.agda`, data
+This follows the Agda formalisation of Efficient CHAD (Smeding & Vákár) (appendix B, `spec.agda`, data
 `Term`): one term type for both the source (`Pr`) and the target (`Du`) language.
 Variables are *names* rather than de Bruijn indices; every binder in a generated
 (target) term uses a fresh name, so names never capture.
@@ -14,16 +14,207 @@ Target forms:   the source forms, plus the EVM monad (PureEVM BindEVM ThenEVM
 
 Every node carries two fields that do not take part in equality:
 `loc` (file, line, column) from the parser and `ty` (its source type) filled in by
-the type checker. Terms are immutable; rewrite them with `attrs.evolve`.
+the type checker. Terms are immutable.
+
+Every node class declares its shape with `@node`: which fields hold sub-terms,
+which variables each sub-term has bound, and which variables the node reads by
+name. The one traversal below (`children`, `rebuild`, `map_children`,
+`binders_of`, `free_vars`, `subterms`) reads only those declarations, so every
+pass walks every node (core or extension) the same way. Extensions declare their
+node classes with the same decorator (re-exported by chad/extend.py).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable, Iterator
 
+import attrs
 from attrs import field, frozen
 
+from .errors import UsageError
 from .types import Type
+
+
+@frozen
+class Shape:
+    """The structure of a node class.
+
+    children  the fields holding sub-terms: a Term, a tuple of Terms, or None
+    binds     child field -> the fields naming the variables bound in that child
+              (each such field holds a name, a tuple of names, or None)
+    reads     the fields naming variables the node reads from its environment
+              (a name, a tuple of names, or None: e.g. Var's name, a closure's
+              captures)
+    closure   True when a child sees only its binders and the `reads` (a closure
+              body): then `free_vars(..., trust_captures=True)` need not enter it
+    """
+
+    children: tuple[str, ...] = ()
+    binds: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    reads: tuple[str, ...] = ()
+    closure: bool = False
+
+
+def node(*children: str, binds: dict[str, str | tuple[str, ...]] | None = None,
+         reads: tuple[str, ...] | str = (), closure: bool = False):
+    """Class decorator declaring a term node's shape (see `Shape`); put it above
+    `@frozen`. Checks that the named fields exist."""
+
+    def declare(cls):
+        names = {f.name for f in attrs.fields(cls)}
+        bind_items = tuple((k, (v,) if isinstance(v, str) else tuple(v))
+                           for k, v in (binds or {}).items())
+        rd = (reads,) if isinstance(reads, str) else tuple(reads)
+        used = set(children) | set(rd) | {k for k, _ in bind_items} | {
+            b for _, vs in bind_items for b in vs}
+        missing = used - names
+        if missing:
+            raise TypeError(f"@node on {cls.__name__}: no field(s) {sorted(missing)}")
+        if any(k not in children for k, _ in bind_items):
+            raise TypeError(f"@node on {cls.__name__}: binds names a field that is not a child")
+        cls.__shape__ = Shape(tuple(children), bind_items, rd, closure)
+        return cls
+
+    return declare
+
+
+def shape(t_or_cls) -> Shape:
+    cls = t_or_cls if isinstance(t_or_cls, type) else type(t_or_cls)
+    try:
+        return cls.__shape__
+    except AttributeError:
+        raise TypeError(f"{cls.__name__} does not declare its shape with @node") from None
+
+
+def _names(v) -> tuple[str, ...]:
+    if v is None:
+        return ()
+    if isinstance(v, str):
+        return (v,)
+    return tuple(v)
+
+
+def children(t: "Term") -> list["Term"]:
+    """The sub-terms of t, in field order (tuples flattened, None skipped)."""
+    out: list[Term] = []
+    for f in t.__shape__.children:
+        v = getattr(t, f)
+        if v is None:
+            continue
+        if type(v) is tuple:
+            out.extend(v)
+        else:
+            out.append(v)
+    return out
+
+
+def binders_of(t: "Term") -> list[tuple["Term", tuple[str, ...]]]:
+    """Each sub-term of t (in `children` order) with the names bound in it."""
+    sh = t.__shape__
+    binds = dict(sh.binds)
+    out = []
+    for f in sh.children:
+        v = getattr(t, f)
+        if v is None:
+            continue
+        bound: tuple[str, ...] = ()
+        for b in binds.get(f, ()):
+            bound += _names(getattr(t, b))
+        for c in (v if type(v) is tuple else (v,)):
+            out.append((c, bound))
+    return out
+
+
+def reads_of(t: "Term") -> tuple[str, ...]:
+    """The variables t itself reads by name (Var's name, a closure's captures)."""
+    out: tuple[str, ...] = ()
+    for f in t.__shape__.reads:
+        out += _names(getattr(t, f))
+    return out
+
+
+def rebuild(t: "Term", kids) -> "Term":
+    """t with its sub-terms replaced by `kids` (same order and number as
+    `children(t)`); t itself when every kid is the old one."""
+    kids = list(kids)
+    changes: dict[str, Any] = {}
+    k = 0
+    for f in t.__shape__.children:
+        v = getattr(t, f)
+        if v is None:
+            continue
+        if type(v) is tuple:
+            new = tuple(kids[k:k + len(v)])
+            k += len(v)
+            if any(a is not b for a, b in zip(new, v)):
+                changes[f] = new
+        else:
+            if kids[k] is not v:
+                changes[f] = kids[k]
+            k += 1
+    if k != len(kids):
+        raise ValueError(f"rebuild of {type(t).__name__}: {len(kids)} kids for {k} children")
+    return attrs.evolve(t, **changes) if changes else t
+
+
+def map_children(t: "Term", f: Callable[["Term"], "Term"]) -> "Term":
+    """t with f applied to each sub-term (one level; f recurses if it wants to)."""
+    return rebuild(t, [f(c) for c in children(t)])
+
+
+def subterms(t: "Term") -> Iterator["Term"]:
+    """Every node of t, in pre-order, left to right. Iterative: no recursion limit."""
+    stack = [t]
+    while stack:
+        u = stack.pop()
+        yield u
+        stack.extend(reversed(children(u)))
+
+
+_ENTER, _EXIT = 0, 1
+
+
+def free_vars(term: "Term", trust_captures: bool = False) -> tuple[str, ...]:
+    """The free variables of `term`, in order of first occurrence (left to right).
+
+    Works on every node class, source and target, from the declared shapes: a
+    node's `reads`, then each child minus the names bound in it. With
+    `trust_captures`, a closure node (Shape.closure) whose `reads` are set
+    contributes only those, without its body being traversed (they are the same
+    when the captures were computed by this function). Iterative.
+    """
+    out: list[str] = []
+    seen: set[str] = set()
+    bound: dict[str, int] = {}
+    stack: list = [term]
+    while stack:
+        item = stack.pop()
+        if type(item) is tuple:
+            tag, names = item
+            for name in names:
+                if tag == _ENTER:
+                    bound[name] = bound.get(name, 0) + 1
+                else:
+                    bound[name] -= 1
+            continue
+        sh = item.__shape__
+        known = False
+        for f in sh.reads:
+            v = getattr(item, f)
+            if v is not None:
+                known = True
+            for name in _names(v):
+                if not bound.get(name) and name not in seen:
+                    seen.add(name)
+                    out.append(name)
+        if trust_captures and sh.closure and known:
+            continue
+        for child, names in reversed(binders_of(item)):
+            if names:
+                stack += [(_EXIT, names), child, (_ENTER, names)]
+            else:
+                stack.append(child)
+    return tuple(out)
 
 
 def _meta():
@@ -51,6 +242,7 @@ class Term:
 # ----------------------------------------------------------------- source forms
 
 
+@node(reads="name")
 @frozen
 class Var(Term):
     name: str
@@ -58,6 +250,7 @@ class Var(Term):
     ty: Type | None = _meta()
 
 
+@node("rhs", "body", binds={"body": "name"})
 @frozen
 class Let(Term):
     name: str
@@ -67,6 +260,7 @@ class Let(Term):
     ty: Type | None = _meta()
 
 
+@node("arg")
 @frozen
 class Prim(Term):
     """`prim op arg`. A primitive takes ONE argument (several are paired).
@@ -81,12 +275,14 @@ class Prim(Term):
     ty: Type | None = _meta()
 
 
+@node()
 @frozen
 class Unit(Term):
     loc: Loc | None = _meta()
     ty: Type | None = _meta()
 
 
+@node("left", "right")
 @frozen
 class Pair(Term):
     left: Term
@@ -95,6 +291,7 @@ class Pair(Term):
     ty: Type | None = _meta()
 
 
+@node("expr")
 @frozen
 class Fst(Term):
     expr: Term
@@ -102,6 +299,7 @@ class Fst(Term):
     ty: Type | None = _meta()
 
 
+@node("expr")
 @frozen
 class Snd(Term):
     expr: Term
@@ -109,6 +307,7 @@ class Snd(Term):
     ty: Type | None = _meta()
 
 
+@node("expr")
 @frozen
 class Inl(Term):
     expr: Term
@@ -116,6 +315,7 @@ class Inl(Term):
     ty: Type | None = _meta()
 
 
+@node("expr")
 @frozen
 class Inr(Term):
     expr: Term
@@ -123,6 +323,7 @@ class Inr(Term):
     ty: Type | None = _meta()
 
 
+@node("scrut", "lbody", "rbody", binds={"lbody": "lname", "rbody": "rname"})
 @frozen
 class Case(Term):
     """`case scrut of { inl lname -> lbody | inr rname -> rbody }`."""
@@ -136,6 +337,7 @@ class Case(Term):
     ty: Type | None = _meta()
 
 
+@node("body", binds={"body": "name"}, reads="captures", closure=True)
 @frozen
 class Lam(Term):
     """A lambda. `param_ty` is the optional annotation (source only).
@@ -154,6 +356,7 @@ class Lam(Term):
     ty: Type | None = _meta()
 
 
+@node("fn", "arg")
 @frozen
 class App(Term):
     fn: Term
@@ -162,6 +365,7 @@ class App(Term):
     ty: Type | None = _meta()
 
 
+@node("args")
 @frozen
 class Call(Term):
     """A call of a def defined above: `g(e1, ..., en)`."""
@@ -172,6 +376,7 @@ class Call(Term):
     ty: Type | None = _meta()
 
 
+@node("expr")
 @frozen
 class Ann(Term):
     """Type ascription `e : T`. Free: the type checker removes it."""
@@ -182,6 +387,7 @@ class Ann(Term):
     ty: Type | None = _meta()
 
 
+@node("size", "body", binds={"body": "name"})
 @frozen
 class Build(Term):
     """`build size (name. body)`."""
@@ -193,6 +399,7 @@ class Build(Term):
     ty: Type | None = _meta()
 
 
+@node("arr", "idx")
 @frozen
 class Index(Term):
     """`arr ! idx`."""
@@ -203,6 +410,7 @@ class Index(Term):
     ty: Type | None = _meta()
 
 
+@node("body", "arr", binds={"body": "name"})
 @frozen
 class Fold(Term):
     """`fold (name. body) arr`: name : T * T, associative combine, non-empty arr."""
@@ -214,6 +422,7 @@ class Fold(Term):
     ty: Type | None = _meta()
 
 
+@node("expr")
 @frozen
 class Length(Term):
     expr: Term
@@ -221,6 +430,7 @@ class Length(Term):
     ty: Type | None = _meta()
 
 
+@node("body", "arr", binds={"body": "name"})
 @frozen
 class MapA(Term):
     """`map (name. body) arr`."""
@@ -236,6 +446,7 @@ class MapA(Term):
 # The EVM (environment vector monad) operations, formalisation `pureevm` etc.
 
 
+@node("expr")
 @frozen
 class PureEVM(Term):
     expr: Term
@@ -243,6 +454,7 @@ class PureEVM(Term):
     ty: Type | None = _meta()
 
 
+@node("m", "k")
 @frozen
 class BindEVM(Term):
     """`bind m k`: k is a function value returning the next action."""
@@ -253,6 +465,7 @@ class BindEVM(Term):
     ty: Type | None = _meta()
 
 
+@node("first", "second")
 @frozen
 class ThenEVM(Term):
     """`a >> b`, the formalisation's `thenevm a b`.
@@ -268,6 +481,7 @@ class ThenEVM(Term):
     ty: Type | None = _meta()
 
 
+@node("m", "env")
 @frozen
 class RunEVM(Term):
     """`run m env`: run the action from the environment-cotangent tuple `env`."""
@@ -278,6 +492,7 @@ class RunEVM(Term):
     ty: Type | None = _meta()
 
 
+@node("val")
 @frozen
 class AddEVM(Term):
     """`add level val` (the paper's `one`): add val to the cell of a variable.
@@ -293,6 +508,7 @@ class AddEVM(Term):
     ty: Type | None = _meta()
 
 
+@node("init", "m")
 @frozen
 class ScopeEVM(Term):
     """`scope init m`: run m with one extra cell initialised to init.
@@ -309,12 +525,14 @@ class ScopeEVM(Term):
 # The sparse linear operations (formalisation: lunit, lpair, ...).
 
 
+@node()
 @frozen
 class LUnit(Term):
     loc: Loc | None = _meta()
     ty: Type | None = _meta()
 
 
+@node("left", "right")
 @frozen
 class LPair(Term):
     left: Term
@@ -323,6 +541,7 @@ class LPair(Term):
     ty: Type | None = _meta()
 
 
+@node("expr")
 @frozen
 class LFst(Term):
     """`lfst e`; `zero` is the linear type of the result, used when e is the zero."""
@@ -333,6 +552,7 @@ class LFst(Term):
     ty: Type | None = _meta()
 
 
+@node("expr")
 @frozen
 class LSnd(Term):
     expr: Term
@@ -341,12 +561,14 @@ class LSnd(Term):
     ty: Type | None = _meta()
 
 
+@node()
 @frozen
 class LPairZero(Term):
     loc: Loc | None = _meta()
     ty: Type | None = _meta()
 
 
+@node("expr")
 @frozen
 class LInl(Term):
     expr: Term
@@ -354,6 +576,7 @@ class LInl(Term):
     ty: Type | None = _meta()
 
 
+@node("expr")
 @frozen
 class LInr(Term):
     expr: Term
@@ -361,6 +584,7 @@ class LInr(Term):
     ty: Type | None = _meta()
 
 
+@node("expr")
 @frozen
 class LCastL(Term):
     expr: Term
@@ -369,6 +593,7 @@ class LCastL(Term):
     ty: Type | None = _meta()
 
 
+@node("expr")
 @frozen
 class LCastR(Term):
     expr: Term
@@ -377,6 +602,7 @@ class LCastR(Term):
     ty: Type | None = _meta()
 
 
+@node()
 @frozen
 class LSumZero(Term):
     loc: Loc | None = _meta()
@@ -410,8 +636,6 @@ class Program:
 
     def find(self, name: str | None) -> Def:
         """The def called `name`, or the last def when name is None."""
-        from .errors import UsageError
-
         if not self.defs:
             raise UsageError("the program has no defs")
         if name is None:

@@ -1,4 +1,4 @@
-"""Source types of the language (LANGUAGE.md, "Types").
+"""Source types of the language (docs/language.md, "Types").
 
     T ::= R | Z | () | T * T | T + T | Array T | T -> T | Bool
 

@@ -1,4 +1,4 @@
-"""Runtime values of the source language, and their JSON encoding (LANGUAGE.md).
+"""Runtime values of the source language, and their JSON encoding (docs/language.md).
 
     R -> float        Z -> int         () -> None        A * B -> tuple (a, b)
     A + B -> Inj(0, a) for inl, Inj(1, b) for inr
@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -117,6 +118,23 @@ def value_to_json(ty: Type, v):
     raise TypeError(f"unsupported type {ty}")
 
 
+def env_tuple_to_cells(d) -> list:
+    """The formalisation's LEt tuple (c0, (c1, ... ())) to a list of cells."""
+    cells = []
+    while d is not None:
+        cells.append(d[0])
+        d = d[1]
+    return cells
+
+
+def cells_to_env_tuple(cells: list):
+    """A list of cells to the formalisation's LEt tuple (c0, (c1, ... ()))."""
+    d = None
+    for c in reversed(cells):
+        d = (c, d)
+    return d
+
+
 def _float(x) -> float | str:
     x = float(x)
     if math.isfinite(x):
@@ -125,7 +143,5 @@ def _float(x) -> float | str:
 
 
 def _short(j) -> str:
-    import json
-
     s = json.dumps(j)
     return s if len(s) <= 40 else s[:37] + "..."

@@ -1,4 +1,4 @@
-"""The complexity criterion over generated programs (seed 000 §3, §6; issue 6).
+"""The complexity criterion over generated programs (Efficient CHAD (Smeding & Vákár), §3, §6; docs/complexity-checker.md).
 
 For every generated program t, arguments x and (sparse) output cotangent d we
 record one `Observation`:
@@ -29,6 +29,9 @@ import warnings
 from typing import Any, Callable, Sequence
 
 from attrs import define, field, frozen
+
+from chad import features
+from chad.transform import registry
 
 from .generators import (
     GenCase, available_features, chains, programs, tuple_types, types,
@@ -112,34 +115,9 @@ class Observation:
 
 
 def transform_names() -> tuple[str, ...]:
-    """The registered transforms, plus "naive-ho" (naive higher-order CHAD, seed
-    000 §9) when chad.functions provides it."""
-    from chad.transform.registry import TRANSFORM_NAMES
-
-    names = tuple(TRANSFORM_NAMES)
-    if "naive-ho" not in names and _naive_ho_spec() is not None:
-        names += ("naive-ho",)
-    return names
-
-
-def _naive_ho_spec():
-    try:
-        from chad.functions.naive_ho import SPEC
-    except Exception:  # not installed (yet)
-        return None
-    return SPEC
-
-
-def get_spec(name: str):
-    """The TransformSpec of a transform name (the registry's, or naive-ho)."""
-    from chad.errors import UsageError
-    from chad.transform.registry import TRANSFORM_NAMES, get_transform
-
-    if name in TRANSFORM_NAMES:
-        return get_transform(name)
-    if name == "naive-ho" and _naive_ho_spec() is not None:
-        return _naive_ho_spec()
-    raise UsageError(f"unknown transform {name!r} (choose from {', '.join(transform_names())})")
+    """The registered transforms (efficient, naive, naive-ho)."""
+    features.load()
+    return registry.transform_names()
 
 
 def measure(program, args, ctg, transform: str = "efficient", evm: str = "array",
@@ -148,9 +126,7 @@ def measure(program, args, ctg, transform: str = "efficient", evm: str = "array"
     transforms, the same computation with the spec looked up here otherwise).
     with_work=True also returns the EVM's own work count (runtime/*: tree nodes
     visited by the persistent map, cells touched by the mutable array)."""
-    from chad.transform.registry import TRANSFORM_NAMES
-
-    if transform in TRANSFORM_NAMES and not with_work:
+    if not with_work:
         from chad.api import cost
 
         r = cost(program, list(args), ctg, fn, transform, evm)
@@ -174,14 +150,13 @@ def measure(program, args, ctg, transform: str = "efficient", evm: str = "array"
 
         raise UsageError(f"a cotangent is required for a result of type {d.result}")
     ct = ctg_from_json(d.result, ctg, "ctg", value)
-    term = run_deep(get_spec(transform).gradient_term, d)
+    term = run_deep(registry.get_transform(transform).gradient_term, d)
     machine = make_evm(evm)
-    if hasattr(machine, "reset_work"):
-        machine.reset_work()
+    machine.reset_work()
     _, gradient = run_deep(Evaluator(defs, machine).eval, term, {**env, CTG: ct})
     o = Observation(primal, gradient, size(ct), len(d.params), transform, evm)
     if with_work:
-        return o, getattr(machine, "work", 0)
+        return o, machine.work
     return o
 
 
@@ -220,16 +195,10 @@ class Counterexample:
                 f"# ctg:  {json.dumps(self.case.ctg_json())}\n")
 
     def command(self, path: str) -> str:
-        """`chad cost FILE ...` for a registered transform; for one `chad cost` does
-        not know (naive-ho), the same report from `python -m costmodel.criterion`."""
-        from chad.transform.registry import TRANSFORM_NAMES
-
+        """`chad cost FILE ...` reproducing this counterexample."""
         k = "" if self.constants == PROVED else \
             f"   # then compare with the bound {self.constants}"
-        line = self.case.command(path, self.transform, self.evm) + k
-        if self.transform not in TRANSFORM_NAMES:
-            line = line.replace("chad cost ", "python -m costmodel.criterion ", 1)
-        return line
+        return self.case.command(path, self.transform, self.evm) + k
 
     def render(self, path: str | None = None) -> str:
         lines = []
@@ -329,7 +298,7 @@ def check_strategy(max_depth: int = 5, *, arrays: bool = False, functions: bool 
 
     shape="random": `programs` with ordinary contexts (parameters of small types)
     and, half the time, large records (`tuple_types`), whose dense cotangents are
-    what the naive transform pays for (seed 000 Table 1).
+    what the naive transform pays for (Efficient CHAD (Smeding & Vákár), Table 1).
     shape="chains": `chains`, one construct applied up to 16 times in a row (the
     per-construct constants; max_depth is not used).
     shape="mixed": either, with equal probability."""
@@ -371,7 +340,7 @@ def _supports(transform: str, feature: str) -> bool:
     try:
         from chad.deep import run_deep
 
-        run_deep(get_spec(transform).gradient_term, d)
+        run_deep(registry.get_transform(transform).gradient_term, d)
         return True
     except (ChadError, NotImplementedError, KeyError, TypeError, AttributeError):
         return False
@@ -534,7 +503,7 @@ def observations_from_rows(rows: Sequence[Sequence[int]], transform: str = "effi
     return [Observation(*map(int, r[:4]), transform, evm) for r in rows]
 
 
-__all__ = ["Constants", "PROVED", "Observation", "observe", "measure", "get_spec",
+__all__ = ["Constants", "PROVED", "Observation", "observe", "measure",
            "transform_names", "sample_observations", "Counterexample", "CheckResult",
            "run_check", "check_strategy", "transform_features", "ProgressBar",
            "observations_from_rows"]

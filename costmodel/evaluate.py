@@ -2,7 +2,7 @@
 
 On the formalisation's fragment (var let prim unit pair fst snd inl inr case lam
 app, the EVM operations and the sparse linear operations) every rule is the
-formalisation's `eval` (seed 000 appendix B, `spec.agda`), at its corrected
+formalisation's `eval` (Efficient CHAD (Smeding & Vákár), appendix B, `spec.agda`), at its corrected
 version: `lfst`/`lsnd` of a zero cost 1 + (argument) + (the zero), as
 `lcastl`/`lcastr` do. The rules for the other constructs (def calls, arrays,
 primitives beyond the formalisation) are in docs/cost-model.md.
@@ -13,16 +13,19 @@ the formalisation's LACM costs, reported by the implementation when `run` runs.
 Environments are one mutable dict per function body, with save/restore around
 binders; a closure copies only its captured variables, so each closure call has a
 private dict (safe when the parallel runtime calls closures from several threads).
-Extensions (arrays, naive CHAD's dense environments, closure conversion) register
-an evaluation rule for their node classes in `RULES`.
+The rules live in the table chad.tables.EVAL: the core rules below register
+themselves there; extensions (arrays, closure conversion) and naive CHAD's dense
+environments register theirs through chad/extend.py (`register_node(eval=...)`).
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any
 
 from attrs import frozen
 
+from chad import tables
+from chad.deep import run_deep
 from chad.errors import EvalError
 from chad.linear import zerov
 from chad.primitives import PRIMITIVES
@@ -31,20 +34,18 @@ from chad.terms import (
     Let, LFst, LInl, LInr, LPair, LPairZero, LSnd, LSumZero, LUnit, Pair, Prim,
     PureEVM, RunEVM, ScopeEVM, Snd, ThenEVM, Unit, Var,
 )
-from chad.values import Inj
+from chad.values import Inj, cells_to_env_tuple, env_tuple_to_cells
 
 _MISSING = object()
-
-# Extension rules: node class -> rule(evaluator, node, env) -> (value, cost).
-RULES: dict[type, Callable[["Evaluator", Any, dict], tuple[Any, int]]] = {}
+RULES = tables.EVAL  # node class -> rule(evaluator, node, env) -> (value, steps)
 
 
 def rule(*classes):
-    """Register an evaluation rule for extension node classes."""
+    """Register the evaluation rule of the core node classes below."""
 
     def register(fn):
         for cls in classes:
-            RULES[cls] = fn
+            tables.put(tables.EVAL, cls, fn, "an evaluation rule")
         return fn
 
     return register
@@ -123,37 +124,8 @@ class Evaluator:
         return r, cost + cb
 
 
-
-def prim_extra_cost(op: str, arg) -> int:
-    """Work of a primitive beyond the constant 1 (linear-time ones only)."""
-    extra = PRIMITIVE_EXTRA_COST.get(op)
-    return extra(arg) if extra else 0
-
-
-# op -> function of the argument value giving the extra cost (e.g. SUM: its length).
-PRIMITIVE_EXTRA_COST: dict[str, Callable[[Any], int]] = {}
-
-
-def env_tuple_to_cells(d) -> list:
-    """The formalisation's LEt tuple (c0, (c1, ... ())) to a list of cells."""
-    cells = []
-    while d is not None:
-        cells.append(d[0])
-        d = d[1]
-    return cells
-
-
-def cells_to_env_tuple(cells: list):
-    d = None
-    for c in reversed(cells):
-        d = (c, d)
-    return d
-
-
 def evaluate(term, env: dict | None = None, defs=None, evm=None) -> tuple[Any, int]:
     """Evaluate a term in a big-stack thread: (value, steps)."""
-    from chad.deep import run_deep
-
     return run_deep(Evaluator(defs, evm).eval, term, dict(env or {}))
 
 
@@ -193,7 +165,8 @@ def _prim(ev, t, env):
         raise
     except (OverflowError, ZeroDivisionError, ValueError) as e:
         raise EvalError(f"{op.lower()} of {v!r}: {e}", t.loc) from None
-    return r, 1 + c + prim_extra_cost(op, v)
+    extra = prim.extra_cost
+    return r, 1 + c + (extra(v) if extra is not None else 0)
 
 
 @rule(Unit, LUnit, LPairZero, LSumZero)
@@ -239,7 +212,7 @@ def _case(ev, t, env):
         r, cb = ev.bind(env, t.lname, v.value, t.lbody)
     else:
         r, cb = ev.bind(env, t.rname, v.value, t.rbody)
-    return r, 1 + c + cb
+    return r, 2 + c + cb
 
 
 @rule(Lam)
@@ -342,5 +315,3 @@ def _lcastl(ev, t, env):
 def _lcastr(ev, t, env):
     return ev._cast(t.expr, t.zero, 1, env)
 
-
-import chad.extensions  # noqa: E402,F401  (registers array/function rules)

@@ -2,15 +2,15 @@
 of n, and z3's verdict on "some (c, c') bound the family for all n".
 
     op_fst           x : R * (R * ... * R)  (n + 1 reals)  ⊢  fst x + fst x + ... + fst x
-                     (n occurrences; seed 000 §4, `op(fst x, ..., fst x)`: naive
+                     (n occurrences; Efficient CHAD (Smeding & Vákár), §4, `op(fst x, ..., fst x)`: naive
                      CHAD builds a dense zero of the n-tuple per occurrence)
     t_magic          x1 ... xn : R ⊢ a complete binary tree of + over x1 .. xn
-                     (n a power of two; seed 000 appendix A: merging environment
+                     (n a power of two; Efficient CHAD (Smeding & Vákár), appendix A: merging environment
                      cotangents at each + costs |Γ| naively)
     nested_lambdas   x_n : R ⊢ t_n = (\\x_{n-1} -> (... (\\x_1 -> x_1) x_2 ...) x_{n-1}) x_n
-                     (seed 000 §9: naive higher-order CHAD is 2^n)     [needs chad.functions]
+                     (Efficient CHAD (Smeding & Vákár), §9: naive higher-order CHAD is 2^n)     [needs chad.functions]
     build_index      a : Array R (length n) ⊢ build n (\\i -> a ! i)
-                     (seed 000 §7: one-hot array cotangents)           [needs chad.arrays]
+                     (Efficient CHAD (Smeding & Vákár), §7: one-hot array cotangents)           [needs chad.arrays]
 
     fam = FAMILIES["t_magic"]
     result = study(fam, "naive")          # measure, fit, decide
@@ -118,7 +118,7 @@ def t_magic(n: int) -> Instance:
 
 
 def nested_lambdas(n: int) -> Instance:
-    """t_n of seed 000 §9: s_1 = x1, s_k = (\\x_(k-1) -> s_(k-1)) x_k, t_n = s_n."""
+    """t_n of Efficient CHAD (Smeding & Vákár), §9: s_1 = x1, s_k = (\\x_(k-1) -> s_(k-1)) x_k, t_n = s_n."""
     body = Var("x1", ty=R)
     for k in range(2, n + 1):
         lam = Lam(f"x{k - 1}", R, body, (), ty=Fun(R, R))
@@ -150,17 +150,17 @@ FAMILIES: dict[str, Family] = {
     f.name: f for f in [
         Family("op_fst", "x : R * R^n ⊢ fst x + ... + fst x (n times)", op_fst,
                (2, 3, 4, 5, 6, 8, 12, 16), (24, 32), ("efficient", "naive"),
-               reference="seed 000 §4 (Table 1: zeros must be constant-time)"),
+               reference="Efficient CHAD (Smeding & Vákár), §4 (Table 1: zeros must be constant-time)"),
         Family("t_magic", "x1..xn : R ⊢ complete binary +-tree over x1..xn (n = 2^r)",
                t_magic, (2, 4, 8, 16, 32), (64, 128), ("efficient", "naive"),
-               reference="seed 000 appendix A (why union is not efficient)"),
+               reference="Efficient CHAD (Smeding & Vákár), appendix A (why union is not efficient)"),
         Family("nested_lambdas", "x_n : R ⊢ t_n, n - 1 nested (\\x -> ...) x applications",
                nested_lambdas, (1, 2, 3, 4, 5, 6, 7, 8), (10, 12),
                ("efficient", "naive-ho"), requires="functions",
-               reference="seed 000 §9 (naive higher-order CHAD is O(2^n))"),
+               reference="Efficient CHAD (Smeding & Vákár), §9 (naive higher-order CHAD is O(2^n))"),
         Family("build_index", "a : Array R (length n) ⊢ build n (\\i -> a ! i)", build_index,
                (1, 2, 3, 4, 6, 8), (16, 32), ("efficient",), requires="arrays",
-               reference="seed 000 §7 (one-hot array cotangents, Bag)"),
+               reference="Efficient CHAD (Smeding & Vákár), §7 (one-hot array cotangents, Bag)"),
         Family("nested_maps", "a : Array R (1 element) ⊢ map (\\z -> z) (... a), n maps",
                nested_maps, (1, 2, 3, 4, 5, 6, 8), (12, 16), ("efficient",), requires="arrays",
                reference="found by `chad check --shape chains`: the per-map constant"),

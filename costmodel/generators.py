@@ -64,7 +64,7 @@ REAL_LITERALS = (1.0, 0.5, 2.0, 1.5, 0.25, 3.0)
 # ----------------------------------------------------------------- features
 def arrays_available() -> bool:
     """True when chad.arrays registers build/index/fold with the evaluator and
-    the efficient transform (issue 4 landed)."""
+    the efficient transform (chad/arrays is installed)."""
     try:
         from chad.transform import efficient
         from costmodel.evaluate import RULES
@@ -77,7 +77,7 @@ def arrays_available() -> bool:
 
 def functions_available() -> bool:
     """True when chad.functions lets the efficient transform differentiate
-    lambdas and applications (issue 5 landed)."""
+    lambdas and applications (chad/functions is installed)."""
     try:
         from chad.transform import efficient
 
@@ -141,7 +141,7 @@ class GenCase:
 
 
 def ctg_to_json(ty: Type, ct):
-    """The sparse cotangent JSON of LANGUAGE.md (null keeps a zero sparse)."""
+    """The sparse cotangent JSON of docs/language.md (null keeps a zero sparse)."""
     match ty:
         case Real():
             return float(ct) if ct is not None else 0.0
@@ -196,7 +196,7 @@ def wide_types(max_depth: int = 3, arrays: bool = False) -> st.SearchStrategy[Ty
 def tuple_types(max_components: int = 48, arrays: bool = False) -> st.SearchStrategy[Type]:
     """Right-nested tuples `T1 * (T2 * (... * Tk))` of 1..max_components small
     components: large records, the contexts whose dense cotangents make naive
-    CHAD's zeros, one-hots and environment sums expensive (seed 000 §4, Table 1).
+    CHAD's zeros, one-hots and environment sums expensive (Efficient CHAD (Smeding & Vákár), §4, Table 1).
     k shrinks towards 1, so a shrunk counterexample has the fewest components
     that still break the bound."""
 
@@ -816,7 +816,7 @@ _UN = {"SIN": "sin", "COS": "cos", "TANH": "tanh", "EXP": "exp", "LOG": "log",
 
 def print_surface(program: Program) -> str:
     """A plain printer of generated programs in the surface syntax of
-    LANGUAGE.md (fully parenthesised, injections ascribed). chad.printer is the
+    docs/language.md (fully parenthesised, injections ascribed). chad.printer is the
     project's printer; this one only serves while it is not installed."""
     out = []
     for d in program.defs:

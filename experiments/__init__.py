@@ -1,2 +1,2 @@
-"""The complexity experiments of issue 6: `python -m experiments` (see
+"""The complexity experiments of docs/complexity-checker.md: `python -m experiments` (see
 experiments/__main__.py and docs/complexity-checker.md)."""

@@ -1,5 +1,5 @@
 """`python -m experiments` (`make experiments`): the complexity experiments of
-issue 6, written as markdown tables and PNG plots under experiments/out/.
+docs/complexity-checker.md, written as markdown tables and PNG plots under experiments/out/.
 
   (a) families.md, family_<name>.png
       naive vs efficient on each program family (op_fst, t_magic, nested_lambdas,
@@ -144,7 +144,7 @@ def runtimes(out: str, quick: bool = False) -> str:
           "The abstract cost (gradient steps, the formalisation's LACM costs) is the same for "
           "both EVMs. Their own work counts (`evm.work`: tree nodes visited or created by the "
           "persistent AVL map, runtime/map_evm.py; cells touched by the mutable array, "
-          "runtime/array_evm.py) show the log factor that §5 of seed 000 removes.", ""]
+          "runtime/array_evm.py) show the log factor that §5 of Efficient CHAD (Smeding & Vákár) removes.", ""]
     series = {}
     for label, make in progs.items():
         rows, xs, wm, wa = [], [], [], []

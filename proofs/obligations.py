@@ -174,7 +174,7 @@ def _ceil(val) -> int:
 def th2_from_th1_obligation(c: int = 34, c1: int = 5, c2: int = 4,
                             overhead_const: int = 4, overhead_per_param: int = 0,
                             zero_cell_max: int = 2):
-    """TH2 from TH1, as arithmetic (seed 000 §6: "we initialise env0 with zeros ...
+    """TH2 from TH1, as arithmetic (Efficient CHAD (Smeding & Vákár), §6: "we initialise env0 with zeros ...
     and bound φ by size").
 
     Unknowns (integers): the three costs of TH1 crun, ccall, cmonad; the primal

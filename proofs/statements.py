@@ -1,9 +1,9 @@
-"""The complexity statements of seed 000 (Efficient CHAD), as Python data, and
+"""The complexity statements of Efficient CHAD (Smeding & Vákár), as Python data, and
 how this project checks each of them.
 
 Every `Statement` has the paper's formulation (`formal`, transcribed; the Agda
 text of appendix B where there is one, with the constant corrected from 31 to
-34, see /work/shared/seeds/README.md), an informal reading, and `checked_by`:
+34, see docs/references.md (efficient-chad-agda)), an informal reading, and `checked_by`:
 what in this repository tests, measures or proves it. Nothing here is a proof of
 the theorems themselves (the Agda development is that); the project checks them
 empirically on generated programs and decides the family statements with z3.
@@ -25,7 +25,7 @@ class Statement:
 
 CRITERION = Statement(
     name="criterion",
-    source="seed 000 §3, Eq. (1)",
+    source="Efficient CHAD (Smeding & Vákár), §3, Eq. (1)",
     informal="Reverse AD computes a gradient in a constant factor of the cost of the "
              "function, uniformly over programs and inputs.",
     formal="exists c, c' > 0. forall (x : σ ⊢ t : R). forall x : σ. forall d : R.\n"
@@ -35,7 +35,7 @@ CRITERION = Statement(
 
 CRITERION_GENERAL = Statement(
     name="criterion, general contexts and types",
-    source="seed 000 §4, Eq. (4)",
+    source="Efficient CHAD (Smeding & Vákár), §4, Eq. (4)",
     informal="The same for every typing context and result type (the shape needed for "
              "an inductive proof).",
     formal="exists c, c' > 0. forall (x1 : σ1, ..., xn : σn ⊢ t : τ). forall x1 .. xn.\n"
@@ -46,7 +46,7 @@ CRITERION_GENERAL = Statement(
 
 TH1 = Statement(
     name="TH1",
-    source="seed 000 §3 Eq. (2), appendix B TH1-STATEMENT (constant corrected to 34)",
+    source="Efficient CHAD (Smeding & Vákár), §3 Eq. (2), appendix B TH1-STATEMENT (constant corrected to 34)",
     informal="With potential: the cost of the derivative, minus the potential of the "
              "incoming cotangents, plus that of the outgoing environment cotangent, minus "
              "|Γ|, is at most 34 times the cost of the program.",
@@ -64,7 +64,7 @@ TH1 = Statement(
 
 TH2 = Statement(
     name="TH2",
-    source="seed 000 §6 Eq. (3), appendix B TH2-STATEMENT (constant corrected to 34)",
+    source="Efficient CHAD (Smeding & Vákár), §6 Eq. (3), appendix B TH2-STATEMENT (constant corrected to 34)",
     informal="Running the derivative from a zero environment cotangent costs at most "
              "5 + 34 * cost(t) + size(ctg) + 4 * |Γ|.",
     formal="TH2-STATEMENT =\n"
@@ -81,7 +81,7 @@ TH2 = Statement(
 
 TH2_FROM_TH1 = Statement(
     name="TH2 from TH1",
-    source="seed 000 §6 (the corollary: env0 = zeros, φ bounded by size)",
+    source="Efficient CHAD (Smeding & Vákár), §6 (the corollary: env0 = zeros, φ bounded by size)",
     informal="TH2 follows from TH1 by arithmetic, given how TH2's left side decomposes into "
              "TH1's three costs plus the zero environment and a few steps.",
     formal="crun + ccall + cmonad - size(ctg) - n + φ'(denvout) - n <= 34 P,\n"
@@ -93,7 +93,7 @@ TH2_FROM_TH1 = Statement(
 
 FAMILY_BOUNDED = Statement(
     name="family bounded",
-    source="seed 000 §3 (Eq. (1) restricted to one family t_n)",
+    source="Efficient CHAD (Smeding & Vákár), §3 (Eq. (1) restricted to one family t_n)",
     informal="For a family of programs t_n with exact step-count formulas P(n) (program), "
              "G(n) (gradient), S(n) (size of the cotangent) and Γ(n) (parameters), some "
              "constants bound the gradient for every n.",
@@ -114,7 +114,7 @@ OBSERVATIONS_COVERED = Statement(
 
 ZEROS_CONSTANT = Statement(
     name="zeros must be constant-time",
-    source="seed 000 §4, Table 1 and the op(fst x, ..., fst x) example",
+    source="Efficient CHAD (Smeding & Vákár), §4, Table 1 and the op(fst x, ..., fst x) example",
     informal="With dense zeros, x : R * τ ⊢ op(fst x, ..., fst x) has a gradient cost that "
              "grows with the size of τ times the number of occurrences, while the program "
              "costs O(n).",
@@ -124,7 +124,7 @@ ZEROS_CONSTANT = Statement(
 
 UNION_NOT_EFFICIENT = Statement(
     name="union is not efficient",
-    source="seed 000 appendix A (t_magic)",
+    source="Efficient CHAD (Smeding & Vákár), appendix A (t_magic)",
     informal="Merging environment cotangents at every + of a balanced tree over x1..xn costs "
              "O(n log n) even with a magical union, O(n^2) with dense environments; the "
              "program is O(n).",
@@ -135,7 +135,7 @@ UNION_NOT_EFFICIENT = Statement(
 
 NAIVE_HO_EXPONENTIAL = Statement(
     name="naive higher-order CHAD is exponential",
-    source="seed 000 §9 (t_n, nested lambdas)",
+    source="Efficient CHAD (Smeding & Vákár), §9 (t_n, nested lambdas)",
     informal="t_n runs in O(n); its naive CHAD backpropagator runs the innermost body's "
              "derivative 2^n times.",
     formal="G_naive-ho(t_n) = Θ(2^n) (fitted exactly: a*n*2^n + b*2^n + c), P(t_n) = O(n)",

@@ -1,4 +1,4 @@
-"""The mutable-array EVM (seed 000 §5, Fig. 8, Table 2): the state is one Python
+"""The mutable-array EVM (Efficient CHAD (Smeding & Vákár), §5, Fig. 8, Table 2): the state is one Python
 list used as a stack of cells, so `add` (the paper's `one`), `scope`'s push and
 pop are O(1) (amortised for push), plus the cost of `plusv`.
 
@@ -10,16 +10,17 @@ runtime/protocol.py), identical to the other implementations.
 `work` counts cells touched: one per `add`, one per `scope` (push + pop of the
 same cell), and |env| per `run` (copying the environment in).
 
-Deep action trees recurse in Python; run them under chad.deep.run_deep.
+Deep action trees recurse in Python; run them on a thread with a big stack
+(chad.deep.run_deep).
 """
 
 from __future__ import annotations
 
 from typing import Any, Sequence
 
-from chad.linear import plusv
+from chad.linear import plusv as default_plus
 
-from .protocol import Action, Continuation
+from .protocol import Action, Continuation, EVMBase, Plus
 
 
 def check_level(level) -> int:
@@ -32,15 +33,14 @@ def out_of_range(level: int, ncells: int) -> IndexError:
     return IndexError(f"add: level {level} out of range for {ncells} cells")
 
 
-class ArrayEVM:
-    """EVM over a mutable Python list (a stack of cells, level 0 at the bottom)."""
+class ArrayEVM(EVMBase):
+    """EVM over a mutable Python list (a stack of cells, level 0 at the bottom).
+    `plus`: the cells' monoid (default: chad.linear.plusv)."""
 
     name = "array"
 
-    def __init__(self) -> None:
-        self.work = 0
-
-    def reset_work(self) -> None:
+    def __init__(self, plus: Plus | None = None) -> None:
+        self.plus = plus if plus is not None else default_plus
         self.work = 0
 
     # building actions ---------------------------------------------------------
@@ -69,6 +69,7 @@ class ArrayEVM:
 
     def add(self, level: int, value: Any) -> Action:
         check_level(level)
+        plusv = self.plus
 
         def act(cells):
             try:
@@ -92,8 +93,8 @@ class ArrayEVM:
         return act
 
     def sequence(self, actions: Sequence[Action]) -> Action:
-        """Run the actions in order; result None, cost of the `then` chain:
-        sum of costs + 2 (n - 1) (pure None, cost 1, if empty)."""
+        """The `then` chain of the actions, as a loop: result of the last,
+        cost sum + 2 (n - 1) (pure None, cost 1, if empty)."""
         acts = tuple(actions)
         if not acts:
             return self.pure(None)
@@ -101,9 +102,11 @@ class ArrayEVM:
 
         def act(cells):
             total = extra
+            r = None
             for a in acts:
-                total += a(cells)[1]
-            return None, total
+                r, c = a(cells)
+                total += c
+            return r, total
 
         return act
 

@@ -1,4 +1,4 @@
-"""The persistent-map EVM (seed 000 §4.2): the state monad over an immutable
+"""The persistent-map EVM (Efficient CHAD (Smeding & Vákár), §4.2): the state monad over an immutable
 balanced tree map (runtime/persistent_map.py) keyed by level.
 
 An action is a pure function `act(map) -> (result, map', cost)`: the map is
@@ -17,19 +17,21 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from chad.linear import plusv
-
 from .array_evm import check_level, out_of_range
-from .protocol import Action, Continuation
+from chad.linear import plusv as default_plus
+
 from .persistent_map import PersistentMap
+from .protocol import Action, Continuation, EVMBase, Plus
 
 
-class MapEVM:
-    """EVM over a persistent AVL map {level: cell}."""
+class MapEVM(EVMBase):
+    """EVM over a persistent AVL map {level: cell}.
+    `plus`: the cells' monoid (default: chad.linear.plusv)."""
 
     name = "map"
 
-    def __init__(self) -> None:
+    def __init__(self, plus: Plus | None = None) -> None:
+        self.plus = plus if plus is not None else default_plus
         self._counter = [0]  # shared with every map this EVM creates
 
     @property
@@ -39,9 +41,6 @@ class MapEVM:
     @work.setter
     def work(self, value: int) -> None:
         self._counter[0] = value
-
-    def reset_work(self) -> None:
-        self._counter[0] = 0
 
     # building actions ---------------------------------------------------------
     def pure(self, x: Any) -> Action:
@@ -69,6 +68,7 @@ class MapEVM:
 
     def add(self, level: int, value: Any) -> Action:
         check_level(level)
+        plusv = self.plus
 
         def act(env):
             cost = []
@@ -96,7 +96,8 @@ class MapEVM:
         return act
 
     def sequence(self, actions: Sequence[Action]) -> Action:
-        """Run the actions in order; result None, cost sum + 2 (n - 1)."""
+        """The `then` chain of the actions, as a loop: result of the last,
+        cost sum + 2 (n - 1) (pure None, cost 1, if empty)."""
         acts = tuple(actions)
         if not acts:
             return self.pure(None)
@@ -104,10 +105,11 @@ class MapEVM:
 
         def act(env):
             total = extra
+            r = None
             for a in acts:
-                _, env, c = a(env)
+                r, env, c = a(env)
                 total += c
-            return None, env, total
+            return r, env, total
 
         return act
 

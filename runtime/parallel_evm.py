@@ -1,4 +1,4 @@
-"""The task-parallel EVM (seed 000 §8): the array EVM of §5, but `then a b` and
+"""The task-parallel EVM (Efficient CHAD (Smeding & Vákár), §8): the array EVM of §5, but `then a b` and
 `sequence` may run their independent actions concurrently on a thread pool.
 
 This is safe because the monad is an *accumulation* monad: actions only ever
@@ -39,7 +39,8 @@ forked deeper in the same tree, so waits cannot form a cycle and no task waits
 for a free worker.
 
 Pool threads are created up front with a 512 MiB stack (as chad/deep.py does),
-because actions may recurse deeply.
+because actions may recurse deeply, and each runs `thread_init` once if one is
+given (by default they are marked for chad.deep.run_deep).
 """
 
 from __future__ import annotations
@@ -51,11 +52,11 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Sequence
 
-from chad import deep
-from chad.linear import plusv
+from chad.deep import RECURSION_LIMIT, STACK_BYTES, mark_deep_thread
+from chad.linear import plusv as default_plus
 
 from .array_evm import check_level, out_of_range
-from .protocol import Continuation
+from .protocol import Continuation, EVMBase, Plus
 
 DEFAULT_WORKERS = 8
 DEFAULT_GRAIN = 64
@@ -100,24 +101,22 @@ class _Ctx:
         return self.lower[:self.base] + self.own
 
 
-def _mark_deep() -> None:
-    # Pool threads have a big stack: let chad.deep.run_deep run inline in them.
-    local = getattr(deep, "_local", None)
-    if local is not None:
-        local.deep = True
-
-
-_SHARED_POOLS: dict[tuple[int, int], ThreadPoolExecutor] = {}
+_SHARED_POOLS: dict[tuple, ThreadPoolExecutor] = {}
 _SHARED_LOCK = threading.Lock()
 
 
-class ParallelEVM:
-    """EVM over a shared stack of locked cells with task-parallel then/sequence."""
+class ParallelEVM(EVMBase):
+    """EVM over a shared stack of locked cells with task-parallel then/sequence.
+    `plus`: the cells' monoid (default: chad.linear.plusv); `thread_init`:
+    run once on each pool thread (default: mark it as a big-stack thread for
+    chad.deep.run_deep, which then runs inline)."""
 
     name = "parallel"
 
     def __init__(self, max_workers: int = DEFAULT_WORKERS, grain: int = DEFAULT_GRAIN,
-                 stripes: int = DEFAULT_STRIPES, stack_bytes: int = deep.STACK_BYTES):
+                 stripes: int = DEFAULT_STRIPES, stack_bytes: int = STACK_BYTES,
+                 plus: Plus | None = None,
+                 thread_init: Callable[[], None] | None = mark_deep_thread):
         if not isinstance(max_workers, int) or max_workers < 1:
             raise ValueError(f"max_workers must be a positive int, got {max_workers!r}")
         if not isinstance(grain, int) or grain < 1:
@@ -127,6 +126,8 @@ class ParallelEVM:
         self.max_workers = max_workers
         self.grain = grain
         self.stack_bytes = stack_bytes
+        self.plus = plus if plus is not None else default_plus
+        self.thread_init = thread_init
         self._locks = [threading.Lock() for _ in range(stripes)]
         self._nstripes = stripes
         self._executor: ThreadPoolExecutor | None = None
@@ -152,10 +153,10 @@ class ParallelEVM:
             return self._executor
 
     def _make_pool(self) -> ThreadPoolExecutor:
-        """The pool for (max_workers, stack_bytes), shared by every ParallelEVM
-        with those settings: the API makes one EVM per gradient, and a pool per
-        EVM would leave max_workers idle threads behind for each of them."""
-        key = (self.max_workers, self.stack_bytes)
+        """The pool for (max_workers, stack_bytes, thread_init), shared by every
+        ParallelEVM with those settings: the API makes one EVM per gradient, and
+        a pool per EVM would leave max_workers idle threads behind for each of them."""
+        key = (self.max_workers, self.stack_bytes, self.thread_init)
         with _SHARED_LOCK:
             ex = _SHARED_POOLS.get(key)
             if ex is None:
@@ -163,10 +164,11 @@ class ParallelEVM:
             return ex
 
     def _new_pool(self) -> ThreadPoolExecutor:
-        if sys.getrecursionlimit() < deep.RECURSION_LIMIT:
-            sys.setrecursionlimit(deep.RECURSION_LIMIT)
+        if sys.getrecursionlimit() < RECURSION_LIMIT:
+            sys.setrecursionlimit(RECURSION_LIMIT)
         n = self.max_workers
-        ex = ThreadPoolExecutor(max_workers=n, thread_name_prefix="chad-evm", initializer=_mark_deep)
+        ex = ThreadPoolExecutor(max_workers=n, thread_name_prefix="chad-evm",
+                                initializer=self.thread_init)
         # ThreadPoolExecutor starts its threads lazily inside submit(). Start all
         # of them now, while the big stack size is in force: n tasks that wait
         # for each other at a barrier force n distinct threads.
@@ -191,12 +193,6 @@ class ParallelEVM:
         shared (see _make_pool) and its threads end with the interpreter."""
         with self._pool_lock:
             self._executor = None
-
-    def __enter__(self) -> "ParallelEVM":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
 
     def _fork(self, ctx: _Ctx, fa: Callable, fb: Callable):
         """Run fa(ctx) here and fb concurrently in a private view; both joined.
@@ -257,6 +253,7 @@ class ParallelEVM:
 
     def add(self, level: int, value: Any) -> PAction:
         check_level(level)
+        plusv = self.plus
         lock = self._locks[level % self._nstripes]
         acquire, release = lock.acquire, lock.release
 
@@ -296,11 +293,12 @@ class ParallelEVM:
         return PAction(fn, 1 + m.weight)
 
     def sequence(self, actions: Sequence[PAction]) -> PAction:
-        """All actions, possibly concurrently; result None, cost sum + 2 (n - 1)
-        (pure None, cost 1, if empty). Splits the list in halves of about equal
-        weight, forking while both halves weigh >= grain, to a depth of about
-        log2(max_workers) + 1 (so at most ~2 * max_workers chunks); each chunk
-        runs sequentially (its elements may fork internally)."""
+        """The `then` chain of the actions, possibly run concurrently: result of
+        the last, cost sum + 2 (n - 1) (pure None, cost 1, if empty). Splits the
+        list in halves of about equal weight, forking while both halves weigh
+        >= grain, to a depth of about log2(max_workers) + 1 (so at most
+        ~2 * max_workers chunks); each chunk runs sequentially (its elements may
+        fork internally)."""
         acts = [a.fn for a in actions]
         n = len(acts)
         if n == 0:
@@ -314,9 +312,11 @@ class ParallelEVM:
 
         def seq(ctx, lo, hi):
             total = 2 * (hi - lo - 1)
+            r = None
             for i in range(lo, hi):
-                total += acts[i](ctx)[1]
-            return None, total
+                r, c = acts[i](ctx)
+                total += c
+            return r, total
 
         def go(ctx, lo, hi, depth):
             if hi - lo >= 2 and depth > 0:
@@ -324,9 +324,9 @@ class ParallelEVM:
                 mid = bisect.bisect_left(prefix, half, lo + 1, hi)
                 mid = min(max(mid, lo + 1), hi - 1)
                 if prefix[mid] - prefix[lo] >= grain and prefix[hi] - prefix[mid] >= grain:
-                    _, ca, _, cb = fork(ctx, lambda c: go(c, lo, mid, depth - 1),
-                                        lambda c: go(c, mid, hi, depth - 1))
-                    return None, ca + cb + 2
+                    _, ca, rb, cb = fork(ctx, lambda c: go(c, lo, mid, depth - 1),
+                                         lambda c: go(c, mid, hi, depth - 1))
+                    return rb, ca + cb + 2
             return seq(ctx, lo, hi)
 
         depth0 = self._seq_depth

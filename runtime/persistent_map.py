@@ -1,4 +1,4 @@
-"""A persistent (immutable) AVL tree map: the paper's `EMap` (seed 000 §4.2, Fig. 6).
+"""A persistent (immutable) AVL tree map: the paper's `EMap` (Efficient CHAD (Smeding & Vákár), §4.2, Fig. 6).
 
 Every update returns a new map that shares all untouched subtrees with the old
 one (path copying); the old version is never modified. With the AVL balance

@@ -19,8 +19,9 @@ class UnknownRuntimeError(UsageError, ValueError):
 
 
 def make_evm(name: str, **options) -> EVM:
-    """A fresh EVM of the named implementation. Options go to the constructor
-    (only "parallel" takes any: max_workers=8, grain=64, stripes=64, stack_bytes)."""
+    """A fresh EVM of the named implementation. Options go to the constructor:
+    every one takes plus= (the cells' monoid, default chad.linear.plusv); "parallel" also
+    max_workers=8, grain=64, stripes=64, stack_bytes, thread_init."""
     factory = _FACTORIES.get(name) if isinstance(name, str) else None
     if factory is None:
         raise UnknownRuntimeError(

@@ -1,4 +1,4 @@
-"""Arrays (issue 4): values, source costs and errors, Bag / collect / scatter, the
+"""Arrays (docs/arrays.md): values, source costs and errors, Bag / collect / scatter, the
 derivatives of build / ! / length / fold / map / sum, gathers, cotangent JSON,
 the examples, and every EVM."""
 

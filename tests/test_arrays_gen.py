@@ -1,4 +1,4 @@
-"""Generated array programs (issue 4): gradients against central finite
+"""Generated array programs (docs/arrays.md): gradients against central finite
 differences, all EVMs agree, and the TH2-form bound 5 + 34*primal + size(ctg) + 4|Γ|.
 
 The generator writes surface programs over the parameters

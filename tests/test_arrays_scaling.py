@@ -1,5 +1,5 @@
 """Linear scaling of array gradients where tape-based frameworks go quadratic
-(issue 4): the gradient's step count at n = 2000 divided by that at n = 1000 lies
+(docs/arrays.md): the gradient's step count at n = 2000 divided by that at n = 1000 lies
 in [1.8, 2.2], on every runtime.
 
 gradient_steps = steps of the forward pass + steps of the backward pass (TH2's

@@ -1,4 +1,4 @@
-"""`chad check` and costmodel/criterion.py (issue 6): the efficient transform
+"""`chad check` and costmodel/criterion.py (docs/complexity-checker.md): the efficient transform
 passes on generated programs with a fitted c; the naive first-order and naive
 higher-order transforms are refuted with a printed, reproducible counterexample."""
 

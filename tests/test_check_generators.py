@@ -1,4 +1,4 @@
-"""The program generators of costmodel/generators.py (issue 6, deliverable 1):
+"""The program generators of costmodel/generators.py (docs/complexity-checker.md, "Generated programs"):
 well-typed programs over the whole language, matching arguments, sparse
 cotangents, printing that round-trips through the parser, shrinking to small
 programs."""
@@ -14,7 +14,7 @@ from chad.cotangents import ctg_from_json
 from chad.parser import parse_program
 from chad.terms import App, Build, Lam, Prim
 from chad.types import ArrayT, Prod, R
-from chad.values import value_from_json
+from chad.values import Inj, value_from_json
 from costmodel.generators import (
     GenCase, annotate_injections, available_features, chains, ctg_to_json, language_programs,
     print_surface, programs, sparse_ctgs, tuple_types, type_size, types, values_of,
@@ -102,10 +102,33 @@ def test_tuple_types_shrink_to_the_fewest_components():
 
 
 def test_values_of_large_types_come_from_one_seed():
+    """A large type's value is a function of one drawn integer: the same seed
+    gives the same value, the value shrinks to seed 0's (1.0 everywhere), and
+    the smallest value other than that is seed 1's."""
+    from costmodel.generators import _pseudo_value
+
     t = find(tuple_types(48), lambda t: type_size(t) > 40,
              settings=settings(database=None, max_examples=300))
-    v = find(values_of(t), lambda v: True, settings=settings(database=None))
-    value_from_json(t, v)
+    for s in (0, 1, 7, 2**20):
+        v = _pseudo_value(t, s)
+        value_from_json(t, v)
+        assert _pseudo_value(t, s) == v  # deterministic in the seed
+    assert _pseudo_value(t, 1) != _pseudo_value(t, 7)  # ... and the seed matters
+    smallest = find(values_of(t), lambda v: True, settings=settings(database=None))
+    assert smallest == _pseudo_value(t, 0)
+    assert all(x is None or x == 1.0 for x in _leaves(smallest))  # 1.0 (and 1) everywhere
+    other = find(values_of(t), lambda v: v != smallest, settings=settings(database=None))
+    assert other == _pseudo_value(t, 1)
+
+
+def _leaves(v):
+    if isinstance(v, tuple):
+        for x in v:
+            yield from _leaves(x)
+    elif isinstance(v, Inj):
+        yield from _leaves(v.value)
+    else:
+        yield v
 
 
 def test_ctg_to_json_keeps_sparsity():

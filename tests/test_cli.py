@@ -1,4 +1,4 @@
-"""The command line contract (LANGUAGE.md): outputs, exit codes, errors on stderr."""
+"""The command line contract (docs/language.md): outputs, exit codes, errors on stderr."""
 
 from __future__ import annotations
 
@@ -46,7 +46,21 @@ def test_cost_of_x_times_y(capsys, evm, transform):
 
 def test_show_prints_the_derivative(capsys):
     code, out, _ = run_cli(capsys, "show", str(EX / "mul.chad"))
-    assert code == 0 and "add x@0" in out and "scope" not in out.split("\n", 2)[0]
+    assert code == 0
+    header = out.splitlines()[0]
+    body = "\n".join(line for line in out.splitlines() if not line.startswith("#"))
+    assert header == "# efficient CHAD of f(x : R, y : R) : R"
+    assert "add x@0" in body and "add y@1" in body
+    # only a let opens a scope (for the let-bound variable's cell): x * y has none
+    assert "scope" not in body
+
+
+def test_show_opens_a_scope_for_a_let(capsys, tmp_path):
+    f = tmp_path / "let.chad"
+    f.write_text("def f(x : R) : R = let y = x * x in y * x\n")
+    code, out, _ = run_cli(capsys, "show", str(f))
+    body = "\n".join(line for line in out.splitlines() if not line.startswith("#"))
+    assert code == 0 and body.count("scope") == 1 and "add y@1" in body
 
 
 def test_sparse_null_cotangent_on_input(tmp_path, capsys):

@@ -1,4 +1,4 @@
-"""Deep programs (issue 2, point 8; developers' guide): 10,000 nested lets and a
+"""Deep programs (docs/parser.md, "Deep programs"): 10,000 nested lets and a
 sum of 10,000 terms go through every layer without a RecursionError."""
 
 from __future__ import annotations

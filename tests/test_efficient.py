@@ -1,4 +1,4 @@
-"""Efficient CHAD on generated first-order programs (issue 3): gradients against
+"""Efficient CHAD on generated first-order programs (docs/cost-model.md): gradients against
 finite differences, every EVM against the formalisation's LACM, TH1 and TH2."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The four laws of the formalisation's LACM module (seed 000 appendix B,
+"""The four laws of the formalisation's LACM module (Efficient CHAD (Smeding & Vákár), appendix B,
 spec.LACM: run-pure, run-bind, run-add, run-scope) as hypothesis properties,
 checked against every EVM implementation of runtime/registry.py, plus agreement
 of all implementations with a transliteration of the Agda definitions on random
@@ -16,6 +16,13 @@ and one fixed injection side per sum position (plusv on mismatched sides yields
 nothing, which is not associative). With such values both the final cells and
 the abstract cost are independent of the order of the adds (docs/runtimes.md).
 The sequential EVMs are also tested with arbitrary floats and mixed sides.
+
+The rest of the Protocol is checked on every implementation, the project's
+literal LACM (costmodel/lacm.py, "spec") included: `sequence` is the `then`
+chain (result of the last action, same cells, same cost; `pure None` when
+empty) and agrees with the one default of runtime/protocol.py (`EVMBase`);
+`reset_work` zeroes `work`; `start`/`close` leave the EVM usable. The cells'
+monoid is a parameter of the runtimes (default: chad.linear.plusv).
 """
 
 from __future__ import annotations
@@ -26,7 +33,8 @@ from hypothesis import strategies as st
 
 from chad.linear import plusv
 from chad.values import Inj
-from runtime import EVM, EVM_NAMES, make_evm
+from costmodel.lacm import SpecLACM
+from runtime import EVM, EVM_NAMES, EVMBase, make_evm
 
 SETTINGS = settings(max_examples=100, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -36,9 +44,12 @@ SETTINGS = settings(max_examples=100, deadline=None,
 EVMS = {name: make_evm(name, **({"grain": 1} if name == "parallel" else {})) for name in EVM_NAMES}
 SEQUENTIAL = [n for n in EVM_NAMES if n != "parallel"]
 EVMS["parallel"].start()  # spawn the pool (and raise the recursion limit) up front
+# Every implementation of the Protocol: the runtimes and the formalisation's oracle.
+IMPLS = {**EVMS, "spec": SpecLACM()}
 
 
 each_evm = pytest.mark.parametrize("evm_name", EVM_NAMES)
+each_impl = pytest.mark.parametrize("evm_name", list(IMPLS))
 
 
 # ---------------------------------------------------------------------------
@@ -154,14 +165,15 @@ def ref(t, env: list):
     if kind == "scope":
         r, e1, c = ref(t[2], env + [t[1]])
         return (e1[-1], r), e1[:-1], 1 + c
-    if kind == "seq":
+    if kind == "seq":  # the then chain: result of the last, pure None if empty
         if not t[1]:
             return None, env, 1
         total = 2 * (len(t[1]) - 1)
+        r = None
         for s in t[1]:
-            _, env, c = ref(s, env)
+            r, env, c = ref(s, env)
             total += c
-        return None, env, total
+        return r, env, total
     raise AssertionError(t)
 
 
@@ -178,10 +190,11 @@ def exact_for(name: str) -> st.SearchStrategy[bool]:
 # the four laws
 
 
-@each_evm
+@each_impl
 def test_protocol(evm_name):
-    evm = EVMS[evm_name]
+    evm = IMPLS[evm_name]
     assert isinstance(evm, EVM)
+    assert isinstance(evm, EVMBase)  # the one default of sequence, reset_work, start, close
     assert evm.name == evm_name
     assert isinstance(evm.work, int)
 
@@ -291,43 +304,106 @@ def test_sequential_implementations_agree_on_any_floats(prog):
     assert all(o == outs[0] for o in outs)
 
 
-@each_evm
+# ---------------------------------------------------------------------------
+# sequence, work, lifecycle: the rest of the Protocol, on every implementation
+
+
+def then_chain(evm, acts):
+    """((a1 >> a2) >> a3) >> ...: left-nested `then`s."""
+    chain = acts[0]
+    for a in acts[1:]:
+        chain = evm.then(chain, a)
+    return chain
+
+
+@each_impl
 @pytest.mark.parametrize("n", [0, 1, 2, 7])
-def test_sequence_cost_is_then_chain_cost(evm_name, n):
-    evm = EVMS[evm_name]
+def test_sequence_of_adds_is_the_then_chain(evm_name, n):
+    evm = IMPLS[evm_name]
     acts = [evm.add(i % 2, float(i)) for i in range(n)]
     env = [0.0, 0.0]
-    r, env2, c = evm.run(evm.sequence(acts), env)
+    out = evm.run(evm.sequence(acts), env)
+    r, env2, c = out
     assert r is None
-    if n == 0:
-        assert c == 1 + 2 + 1
-    else:
-        chain = acts[0]
-        for a in acts[1:]:
-            chain = evm.then(chain, a)
-        _, env3, c3 = evm.run(chain, env)
-        assert c == c3 == 1 + 2 + 2 * n + 2 * (n - 1)
-        assert env2 == env3
     assert env2 == [float(sum(range(0, n, 2))), float(sum(range(1, n, 2)))]
+    if n == 0:  # sequence [] = pure None
+        assert out == evm.run(evm.pure(None), env) == (None, env, 1 + 2 + 1)
+    else:  # the same result, cells and cost as the then chain, and as the default
+        assert c == 1 + 2 + 2 * n + 2 * (n - 1)  # each add costs 1 + plusv 1
+        assert evm.run(then_chain(evm, acts), env) == out
+        assert evm.run(EVMBase.sequence(evm, acts), env) == out
 
 
-def _has_seq(t) -> bool:
-    if t[0] == "seq":
-        return True
-    return any(_has_seq(s) for s in t[1:] if isinstance(s, tuple) and s and isinstance(s[0], str)
-               and s[0] in ("pure", "add", "then", "bind", "scope", "seq"))
+@each_impl
+@SETTINGS
+@given(data=st.data())
+def test_sequence_is_the_then_chain(evm_name, data):
+    """On random action lists (with results): sequence = left chain of then =
+    the default balanced tree of then (EVMBase.sequence), on result, cells and cost."""
+    evm = IMPLS[evm_name]
+    exact = data.draw(exact_for(evm_name))
+    cell_shapes, env = data.draw(envs(exact))
+    items = data.draw(st.lists(trees(cell_shapes, exact, 2), max_size=6))
+    acts = [build(evm, t) for t in items]
+    out = evm.run(evm.sequence(acts), env)
+    assert out == run_ref(("seq", items), env)
+    assert out == evm.run(EVMBase.sequence(evm, acts), env)
+    if acts:
+        assert out == evm.run(then_chain(evm, acts), env)
+    else:
+        assert out == evm.run(evm.pure(None), env)
+
+
+@each_impl
+def test_reset_work_zeroes_the_counter(evm_name):
+    evm = IMPLS[evm_name]
+    prog = evm.sequence([evm.add(0, 1.0), evm.scope(0.0, evm.add(1, 2.0)), evm.add(0, 3.0)])
+    evm.reset_work()
+    assert evm.work == 0
+    assert evm.run(prog, [0.0])[1] == [4.0]
+    assert isinstance(evm.work, int) and evm.work > 0  # the adds and the scope did work
+    first = evm.work
+    evm.run(prog, [0.0])
+    assert evm.work == 2 * first  # the count accumulates until reset
+    evm.reset_work()
+    assert evm.work == 0
+
+
+@each_impl
+def test_start_and_close_leave_the_evm_usable(evm_name):
+    evm = IMPLS[evm_name]
+    prog = evm.then(evm.add(0, 1.0), evm.add(0, 2.0))
+    assert evm.start() is evm
+    assert evm.run(prog, [0.0])[1] == [3.0]
+    evm.close()
+    assert evm.run(prog, [0.0])[1] == [3.0]  # a run after close acquires resources again
+    with evm as same:
+        assert same is evm
+    evm.start()  # leave the shared instance as the other tests expect it
 
 
 @SETTINGS
 @given(prog=programs(exact=True))
 def test_agrees_with_the_project_oracle(prog):
-    """The project's literal LACM (costmodel/lacm.py, no `sequence`) agrees too."""
-    lacm = pytest.importorskip("costmodel.lacm")
+    """The project's literal LACM (costmodel/lacm.py; its `sequence` is the
+    Protocol's default) agrees with the definitions and with every runtime, on
+    every tree, sequences included."""
     t, env, _ = prog
-    if _has_seq(t):
-        return
-    spec = lacm.SpecLACM()
+    spec = IMPLS["spec"]
     expected = spec.run(build(spec, t), env)
     assert expected == run_ref(t, env)
     for name, evm in EVMS.items():
         assert evm.run(build(evm, t), env) == expected, name
+
+
+@each_evm
+def test_the_cells_monoid_is_passed_in(evm_name):
+    def plus(new, cell):  # a non-commutative monoid shows the order of the arguments
+        return f"{cell}+{new}", 5
+
+    evm = make_evm(evm_name, plus=plus)
+    out = evm.run(evm.sequence([evm.add(0, "a"), evm.scope("s", evm.add(1, "b")), evm.add(0, "c")]),
+                  ["z"])
+    # run 1 + |env|, two thens 2 + 2, adds 1 + 5 each, scope 1
+    assert out == (None, ["z+a+c"], 1 + 1 + 4 + 6 + (1 + 6) + 6)
+    evm.close()

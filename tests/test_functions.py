@@ -1,4 +1,4 @@
-"""Functions (issue 5): lambdas, application, def calls; efficient CHAD through
+"""Functions (docs/functions.md): lambdas, application, def calls; efficient CHAD through
 closure conversion; the naive higher-order CHAD and its 2^n blow-up on t_n."""
 
 from __future__ import annotations

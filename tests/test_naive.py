@@ -1,4 +1,4 @@
-"""Naive CHAD (seed 000 Fig. 2 + Fig. 4, chad/transform/naive.py): gradients equal
+"""Naive CHAD (Efficient CHAD (Smeding & Vákár), Fig. 2 + Fig. 4, chad/transform/naive.py): gradients equal
 to the efficient transform's and to finite differences; its step counts grow with
 the size of types and contexts where the efficient ones do not (§4, Table 1)."""
 

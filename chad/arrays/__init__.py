@@ -1,9 +1,9 @@
-"""Arrays: build, index, fold, length, sum, map (seed 000 §7-8). Importing this
-package registers the array rules with the evaluator, the transform and the
-cotangent conversions.
+"""Arrays: build, index, fold, length, sum, map (Smeding & Vákár, *Efficient CHAD*,
+§7-8). `register()` declares every array node and the array type former through
+chad/extend.py; the composition root (chad/features.py) calls it.
 
     bag.py          Bag (BEmpty, BOne, BPlus, BArray), collect, scatter, fold trees
-    nodes.py        the target-only array operations
+    nodes.py        the target-only array operations (with their shapes)
     evaluate.py     evaluation rules and costs (source and target), prim SUM
     transform.py    efficient CHAD of build / ! / length / fold / map, gathers
     cotangents.py   JSON in, dense out
@@ -11,8 +11,53 @@ cotangent conversions.
 See docs/arrays.md.
 """
 
-from . import bag, nodes  # noqa: F401
-from . import evaluate  # noqa: F401
-from . import transform  # noqa: F401
-from . import cotangents  # noqa: F401
-from . import show  # noqa: F401
+from __future__ import annotations
+
+from chad.extend import (
+    CotangentValue, LinearType, TypeFormer, register_node, register_primitive, register_type,
+)
+from chad.terms import Build, Fold, Index, Length, MapA
+from chad.transform.common import D2
+from chad.types import ArrayT
+
+from . import cotangents, show
+from . import evaluate as E
+from . import transform as X
+from .bag import Bag, BagT
+from .nodes import (
+    BArrayT, BEmptyT, BFillT, BOneT, Collect, FoldTree, Gather, GetA, Scatter,
+    SequenceScoped, UnTree, Unzip, Zeros,
+)
+
+
+def register() -> None:
+    """Declare the array nodes, the type former `Array` and the primitive SUM."""
+    # source forms (their classes are the language's, chad/terms.py)
+    register_node(Build, eval=E.eval_build, chad=X.chad_build, show=show.show_build)
+    register_node(Index, eval=E.eval_index, chad=X.chad_index, show=show.show_index)
+    register_node(Length, eval=E.eval_length, chad=X.chad_length, show=show.show_length)
+    register_node(Fold, eval=E.eval_fold, chad=X.chad_fold, show=show.show_fold)
+    register_node(MapA, eval=E.eval_map, chad=X.chad_map, show=show.show_map)
+    # target-only forms (chad/arrays/nodes.py)
+    register_node(BEmptyT, eval=E.eval_bempty, show=show.show_bempty)
+    register_node(BOneT, eval=E.eval_bone, show=show.show_bone)
+    register_node(BArrayT, eval=E.eval_barray, show=show.show_barray)
+    register_node(BFillT, eval=E.eval_bfill, show=show.show_bfill)
+    register_node(Collect, eval=E.eval_collect, show=show.show_collect)
+    register_node(Zeros, eval=E.eval_zeros, show=show.show_zeros)
+    register_node(Scatter, eval=E.eval_scatter, show=show.show_scatter)
+    register_node(Unzip, eval=E.eval_unzip, show=show.show_unzip)
+    register_node(Gather, eval=E.eval_gather, show=show.show_gather)
+    register_node(SequenceScoped, eval=E.eval_sequence_scoped, show=show.show_seq)
+    register_node(FoldTree, eval=E.eval_fold_tree, show=show.show_fold_tree)
+    register_node(GetA, eval=E.eval_get_a, show=show.show_get_a)
+    register_node(UnTree, eval=E.eval_untree, show=show.show_untree)
+    # the type former: D[Array τ]₂ = Bag (Z × D[τ]₂), zero BEmpty
+    register_type(
+        TypeFormer(ArrayT, D2=lambda t: BagT(D2(t.elem)), zerot=lambda t: BEmptyT(),
+                   ctg_from_json=cotangents.ctg_from_json, densify=cotangents.densify,
+                   dense_to_json=cotangents.dense_to_json),
+        linear=(LinearType(BagT, BagT.zero),),
+        values=(CotangentValue(Bag, plus=lambda x, y: x.plus(y), phi=lambda x: x.phi(),
+                               size=lambda x: x.size()),))
+    register_primitive(E.SUM)

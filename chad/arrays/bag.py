@@ -1,4 +1,4 @@
-"""Array cotangents: the Bag of seed 000 §7 and §8.1, collect and scatter.
+"""Array cotangents: the Bag of Efficient CHAD (Smeding & Vákár), §7 and §8.1, collect and scatter.
 
     D[Array τ]₂ = Bag (Z × D[τ]₂)
 
@@ -10,8 +10,9 @@ addition, by construction). BArray is §8.1's extra constructor: a whole array o
 arrays, `vals` and `idx`; `idx is None` means the identity indices 0..len-1 (the
 dense cotangent of a whole array, as produced by map, fold and JSON input).
 
-`plusv`/`zerov`/`phi`/`size` of chad.linear dispatch to the methods `plus`,
-`zero`, `phi` and `size` below, so bags are ordinary cotangent values for every
+`plusv`/`zerov`/`phi`/`size` of chad.linear reach the methods `plus`, `zero`,
+`phi` and `size` below through the registration of the array type former
+(chad/arrays/__init__.py), so bags are ordinary cotangent values for every
 EVM. A bag is used affinely, and `collect` costs (in the cost model, see
 docs/cost-model.md) one step per constructor plus one per BArray entry: linear
 in the work spent building the bag.

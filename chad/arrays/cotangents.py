@@ -1,4 +1,4 @@
-"""Array cotangents at the boundary (LANGUAGE.md): JSON in, dense out.
+"""Array cotangents at the boundary (docs/language.md): JSON in, dense out.
 
     input   null -> BEmpty (the sparse zero); a list of the array's length ->
             BArray of the element cotangents (each decoded with its own sparsity)
@@ -53,8 +53,3 @@ def densify(ty: ArrayT, primal, ct):
 
 def dense_to_json(ty: ArrayT, v):
     return [C.dense_to_json(ty.elem, x) for x in v]
-
-
-C.CTG_FROM_JSON[ArrayT] = ctg_from_json
-C.DENSIFY[ArrayT] = densify
-C.DENSE_TO_JSON[ArrayT] = dense_to_json

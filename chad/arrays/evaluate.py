@@ -1,14 +1,14 @@
 """Evaluation rules (values and step counts) of the array forms, source and target.
 
-Registered with costmodel.evaluate's `RULES` table; the costs are documented in
-docs/cost-model.md, section "Arrays". Source forms (and their cost):
+Registered by chad/arrays/__init__.py through chad/extend.py; the costs are
+documented in docs/cost-model.md, section "Arrays". Source forms (and their cost):
 
     build s (i. t)     1 + cost(s) + sum over i of cost(t[i])
     t ! s              1 + cost(t) + cost(s)
     length t           1 + cost(t)
     fold (p. t) s      1 + cost(s) + sum over the n - 1 combines of cost(t)
     map (x. t) s       1 + cost(s) + sum over the elements of cost(t)
-    prim SUM s         1 + cost(s) + n             (PRIMITIVE_EXTRA_COST)
+    prim SUM s         1 + cost(s) + n             (the primitive's extra_cost)
 
 `fold` reduces in ONE fixed order, a balanced tree (split at mid = (lo + hi) // 2,
 combine (left, right)); the derivative's FoldTree uses the same order, so the
@@ -24,15 +24,14 @@ import numpy as np
 
 from chad.errors import EvalError
 from chad.linear import zerov
-from chad.primitives import Primitive, register
+from chad.primitives import Primitive
 from chad.terms import Build, Fold, Index, Length, MapA, Var
 from chad.types import ArrayT, R
 from chad.values import make_array
-from costmodel.evaluate import PRIMITIVE_EXTRA_COST, rule
 
 from .bag import BEMPTY, BArray, BOne, Leaf, Node, collect, dense_of, scatter, zeros
 from .nodes import (
-    BArrayT, BEmptyT, BFillT, BOneT, Collect, FoldTree, Gather, GetA, Scatter,
+    BArrayT, BFillT, BOneT, Collect, FoldTree, Gather, GetA, Scatter,
     SequenceScoped, UnTree, Unzip, Zeros,
 )
 
@@ -81,7 +80,6 @@ _MISSING = object()
 # ----------------------------------------------------------------- source forms
 
 
-@rule(Build)
 def eval_build(ev, t: Build, env):
     n, cost = _eval(ev, t.size, env)
     n = _int(n, "the size of build", t.loc)
@@ -97,7 +95,6 @@ def eval_build(ev, t: Build, env):
     return array_of(t.ty, items), cost
 
 
-@rule(Index)
 def eval_index(ev, t: Index, env):
     a, ca = _eval(ev, t.arr, env)
     i, ci = _eval(ev, t.idx, env)
@@ -108,7 +105,6 @@ def eval_index(ev, t: Index, env):
     return element(a, i), 1 + ca + ci
 
 
-@rule(Length)
 def eval_length(ev, t: Length, env):
     a, c = _eval(ev, t.expr, env)
     return len(a), 1 + c
@@ -137,7 +133,6 @@ def _fold_items(a, loc):
     return [element(a, i) for i in range(n)]
 
 
-@rule(Fold)
 def eval_fold(ev, t: Fold, env):
     a, ca = _eval(ev, t.arr, env)
     items = _fold_items(a, t.loc)
@@ -146,7 +141,6 @@ def eval_fold(ev, t: Fold, env):
     return v, 1 + ca + c
 
 
-@rule(MapA)
 def eval_map(ev, t: MapA, env):
     a, cost = _eval(ev, t.arr, env)
     cost += 1
@@ -164,27 +158,23 @@ def _sum(a) -> float:
     return float(np.sum(np.asarray(a, dtype=np.float64)))
 
 
-register(Primitive("SUM", ArrayT(R), R, _sum, lambda p, d: BFillT(p, d),
-                   doc="sum of an Array R (linear time)"))
-PRIMITIVE_EXTRA_COST["SUM"] = len
+SUM = Primitive("SUM", ArrayT(R), R, _sum, lambda p, d: BFillT(p, d),
+                doc="sum of an Array R (linear time)", extra_cost=len)
 
 
 # ----------------------------------------------------------------- bags
 
 
-@rule(BEmptyT)
 def eval_bempty(ev, t, env):
     return BEMPTY, 1
 
 
-@rule(BOneT)
 def eval_bone(ev, t: BOneT, env):
     i, ci = _eval(ev, t.idx, env)
     v, cv = _eval(ev, t.val, env)
     return BOne(int(i), v), 1 + ci + cv
 
 
-@rule(BArrayT)
 def eval_barray(ev, t: BArrayT, env):
     vals, cost = _eval(ev, t.vals, env)
     idx = None
@@ -194,7 +184,6 @@ def eval_barray(ev, t: BArrayT, env):
     return BArray(vals, idx), 1 + cost
 
 
-@rule(BFillT)
 def eval_bfill(ev, t: BFillT, env):
     a, ca = _eval(ev, t.arr, env)
     d, cd = _eval(ev, t.val, env)
@@ -202,21 +191,18 @@ def eval_bfill(ev, t: BFillT, env):
     return BArray(np.full(n, 0.0 if d is None else float(d))), 1 + ca + cd + n
 
 
-@rule(Collect)
 def eval_collect(ev, t: Collect, env):
     b, cb = _eval(ev, t.bag, env)
     pairs, work = collect(b, t.elem)
     return pairs, 1 + cb + work
 
 
-@rule(Zeros)
 def eval_zeros(ev, t: Zeros, env):
     n, cn = _eval(ev, t.size, env)
     z, work = zeros(int(n), t.elem)
     return z, 1 + cn + work
 
 
-@rule(Scatter)
 def eval_scatter(ev, t: Scatter, env):
     dense, cd = _eval(ev, t.dense, env)
     pairs, cp = _eval(ev, t.pairs, env)
@@ -224,7 +210,6 @@ def eval_scatter(ev, t: Scatter, env):
     return out, 1 + cd + cp + work
 
 
-@rule(Unzip)
 def eval_unzip(ev, t: Unzip, env):
     a, ca = _eval(ev, t.arr, env)
     firsts = [p[0] for p in a]
@@ -236,7 +221,6 @@ def eval_unzip(ev, t: Unzip, env):
     return (fa, seconds), 1 + ca + len(a)
 
 
-@rule(Gather)
 def eval_gather(ev, t: Gather, env):
     a, ca = _eval(ev, t.arr, env)
     idx, ci = _eval(ev, t.idx, env)
@@ -257,22 +241,9 @@ def eval_gather(ev, t: Gather, env):
 
 
 def sequence(evm, actions: list):
-    """The EVM's `sequence` (cost: sum + 2 (n - 1); pure None, cost 1, if empty).
-    EVMs without one (the formalisation's LACM oracle) get a balanced tree of
-    `then`, which has the same cost."""
-    seq = getattr(evm, "sequence", None)
-    if seq is not None:
-        return seq(actions)
-    if not actions:
-        return evm.pure(None)
-
-    def tree(lo, hi):
-        if hi - lo == 1:
-            return actions[lo]
-        mid = (lo + hi) // 2
-        return evm.then(tree(lo, mid), tree(mid, hi))
-
-    return tree(0, len(actions))
+    """The EVM's `sequence` (runtime/protocol.py: the `then` chain, cost
+    sum + 2 (n - 1); pure None, cost 1, if empty)."""
+    return evm.sequence(actions)
 
 
 # Construction costs of the pieces of the reverse passes (docs/cost-model.md).
@@ -293,7 +264,6 @@ def _nested(results: list):
     return out
 
 
-@rule(SequenceScoped)
 def eval_sequence_scoped(ev, t: SequenceScoped, env):
     fns, cf = _eval(ev, t.fns, env)
     ctgs, cc = _eval(ev, t.ctgs, env)
@@ -353,7 +323,6 @@ def eval_sequence_scoped(ev, t: SequenceScoped, env):
 # ----------------------------------------------------------------- fold trees
 
 
-@rule(FoldTree)
 def eval_fold_tree(ev, t: FoldTree, env):
     a, ca = _eval(ev, t.arr, env)
     items = _fold_items(a, t.loc)
@@ -368,13 +337,11 @@ def eval_fold_tree(ev, t: FoldTree, env):
     return tree, 1 + ca + len(items) + c
 
 
-@rule(GetA)
 def eval_get_a(ev, t: GetA, env):
     tree, c = _eval(ev, t.tree, env)
     return tree.value, 1 + c
 
 
-@rule(UnTree)
 def eval_untree(ev, t: UnTree, env):
     """unTree of Fig. 10 with the leaf cotangents stored by position (instead of
     the difference list + fromList): the two subtrees' actions are combined with

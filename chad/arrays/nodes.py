@@ -1,4 +1,4 @@
-"""Target-language node classes of the array derivatives (seed 000 Figs. 9, 10, §8.1).
+"""Target-language node classes of the array derivatives (Efficient CHAD (Smeding & Vákár), Figs. 9, 10, §8.1).
 
 The source array forms (Build, Index, Fold, Length, MapA of chad.terms) also
 occur in target terms, with the same evaluation rules. These are the extra
@@ -26,7 +26,7 @@ from typing import Any
 
 from attrs import field, frozen
 
-from chad.terms import Loc, Term
+from chad.terms import Loc, Term, node
 from chad.types import Type
 
 
@@ -34,12 +34,14 @@ def _meta():
     return field(default=None, eq=False, kw_only=True, repr=False)
 
 
+@node()
 @frozen
 class BEmptyT(Term):
     loc: Loc | None = _meta()
     ty: Type | None = _meta()
 
 
+@node("idx", "val")
 @frozen
 class BOneT(Term):
     idx: Term
@@ -48,6 +50,7 @@ class BOneT(Term):
     ty: Type | None = _meta()
 
 
+@node("vals", "idx")
 @frozen
 class BArrayT(Term):
     """BArray of the dense cotangent array `vals` at the indices `idx` (None: 0..n-1)."""
@@ -58,6 +61,7 @@ class BArrayT(Term):
     ty: Type | None = _meta()
 
 
+@node("arr", "val")
 @frozen
 class BFillT(Term):
     """BArray of length (arr) copies of the real cotangent val (d(sum))."""
@@ -68,6 +72,7 @@ class BFillT(Term):
     ty: Type | None = _meta()
 
 
+@node("bag")
 @frozen
 class Collect(Term):
     """collect bag; `elem` is the element cotangent type D[τ]₂."""
@@ -78,6 +83,7 @@ class Collect(Term):
     ty: Type | None = _meta()
 
 
+@node("size")
 @frozen
 class Zeros(Term):
     """n zero cotangents of linear type `elem`."""
@@ -88,6 +94,7 @@ class Zeros(Term):
     ty: Type | None = _meta()
 
 
+@node("dense", "pairs")
 @frozen
 class Scatter(Term):
     dense: Term
@@ -97,6 +104,7 @@ class Scatter(Term):
     ty: Type | None = _meta()
 
 
+@node("arr")
 @frozen
 class Unzip(Term):
     """unzip of an array of pairs; `elem` is the source type of the first
@@ -108,6 +116,7 @@ class Unzip(Term):
     ty: Type | None = _meta()
 
 
+@node("arr", "idx")
 @frozen
 class Gather(Term):
     arr: Term
@@ -116,6 +125,7 @@ class Gather(Term):
     ty: Type | None = _meta()
 
 
+@node("fns", "ctgs", "inits")
 @frozen
 class SequenceScoped(Term):
     """The reverse pass of build / map: for every i,
@@ -134,6 +144,7 @@ class SequenceScoped(Term):
     ty: Type | None = _meta()
 
 
+@node("body", "arr", binds={"body": "name"})
 @frozen
 class FoldTree(Term):
     """`fold (name. body) arr` where body is a CHAD'd combine returning (y, f):
@@ -146,6 +157,7 @@ class FoldTree(Term):
     ty: Type | None = _meta()
 
 
+@node("tree")
 @frozen
 class GetA(Term):
     tree: Term
@@ -153,6 +165,7 @@ class GetA(Term):
     ty: Type | None = _meta()
 
 
+@node("ctg", "tree", "init")
 @frozen
 class UnTree(Term):
     """unTree (λd' f. do (⟨d1, d2⟩, _) <- scope init (f d'); return (d1, d2)) ctg tree,

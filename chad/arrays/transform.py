@@ -1,7 +1,7 @@
-"""Efficient CHAD of the array forms: seed 000 Fig. 9 (build, index, fold), Fig. 10
+"""Efficient CHAD of the array forms: Efficient CHAD (Smeding & Vákár), Fig. 9 (build, index, fold), Fig. 10
 (Tree, unTree), footnote 23 (length), §8.1 (BArray and gather), plus map and sum.
 
-The text of the seed was extracted from a PDF; where Fig. 9 came out garbled we
+The text of Efficient CHAD we worked from was extracted from a PDF; where Fig. 9 came out garbled we
 reconstruct it as follows (and say so at the rule):
   * fold: "do ⟨⟩, ⟨d1, d2⟩) ← scope (f d')" has lost a parenthesis and has its
     components swapped: `scope` returns (final cell, result), and the cell is the
@@ -63,34 +63,19 @@ import attrs
 
 from chad.linear import L_UN
 from chad.terms import (
-    AddEVM, Ann, App, BindEVM, Build, Call, Case, Fold, Fst, Index, Inl, Inr, Lam,
-    Length, Let, LPairZero, LUnit, MapA, Pair, Prim, PureEVM, Snd, Term, ThenEVM,
-    Unit, Var,
+    AddEVM, App, BindEVM, Build, Case, Fold, Fst, Index, Lam, Length, Let, LPairZero,
+    LUnit, MapA, Pair, PureEVM, Snd, Term, ThenEVM, Unit, Var, binders_of, rebuild,
 )
-from chad.transform import common
+from chad.terms import free_vars as _free_vars
 from chad.transform.common import D2, zerot
-from chad.transform.efficient import RULES, Chad
+from chad.transform.efficient import Chad
 from chad.types import ArrayT, Prod, Z
 
-from .bag import BagT
 from .nodes import (
-    BArrayT, BEmptyT, Collect, FoldTree, Gather, GetA, Scatter, SequenceScoped,
+    BArrayT, BOneT, Collect, FoldTree, Gather, GetA, Scatter, SequenceScoped,
     UnTree, Unzip, Zeros,
 )
 
-common.D2_EXTENSIONS[ArrayT] = lambda t: BagT(D2(t.elem))
-common.ZEROT_EXTENSIONS[ArrayT] = lambda t: BEmptyT()
-
-
-def _rule(cls):
-    def register(fn):
-        RULES[cls] = fn
-        return fn
-
-    return register
-
-
-@_rule(Index)
 def chad_index(self: Chad, t: Index) -> Term:
     r1, r2, d = self.fresh("r"), self.fresh("r"), self.fresh("d")
     primal = Index(Fst(Var(r1)), Fst(Var(r2)), loc=t.loc)
@@ -102,12 +87,9 @@ def chad_index(self: Chad, t: Index) -> Term:
 
 
 def _bone(i: Term, d: Term) -> Term:
-    from .nodes import BOneT
-
     return BOneT(i, d)
 
 
-@_rule(Length)
 def chad_length(self: Chad, t: Length) -> Term:
     r, d = self.fresh("r"), self.fresh("d")
     return Let(r, self(t.expr), Pair(Length(Fst(Var(r))), Lam(d, None, PureEVM(Unit()), ())))
@@ -127,7 +109,6 @@ def _proj(res: str, k: int) -> Term:
     return Fst(t)
 
 
-@_rule(Build)
 def chad_build(self: Chad, t: Build) -> Term:
     rn, n, a, u, d = (self.fresh(s) for s in ("r", "n", "a", "u", "d"))
     elem_ty = t.ty.elem
@@ -173,7 +154,6 @@ def chad_build(self: Chad, t: Build) -> Term:
     return Let(rn, self(t.size), Let(n, Fst(Var(rn)), term))
 
 
-@_rule(MapA)
 def chad_map(self: Chad, t: MapA) -> Term:
     rs, m, u, d, dx = (self.fresh(s) for s in ("r", "m", "u", "d", "dx"))
     x_ty = t.arr.ty.elem
@@ -190,7 +170,6 @@ def chad_map(self: Chad, t: MapA) -> Term:
                                     Let(u, Unzip(Var(m), elem_ty), Pair(Fst(Var(u)), back))))
 
 
-@_rule(Fold)
 def chad_fold(self: Chad, t: Fold) -> Term:
     # Fig. 9, reconstructed (see the module docstring): the reverse pass runs
     # unTree over the recorded reduction tree; scope's result is (cell, ()).
@@ -221,43 +200,8 @@ class GatherRead:
 
 
 def free_vars(t: Term) -> set[str]:
-    """Free variables of a source term."""
-    out: set[str] = set()
-
-    def go(t, bound: frozenset):
-        if isinstance(t, Var):
-            if t.name not in bound:
-                out.add(t.name)
-            return
-        if isinstance(t, Let):
-            go(t.rhs, bound)
-            go(t.body, bound | {t.name})
-        elif isinstance(t, Case):
-            go(t.scrut, bound)
-            go(t.lbody, bound | {t.lname})
-            go(t.rbody, bound | {t.rname})
-        elif isinstance(t, Lam):
-            go(t.body, bound | {t.name})
-        elif isinstance(t, Build):
-            go(t.size, bound)
-            go(t.body, bound | {t.name})
-        elif isinstance(t, (Fold, MapA)):
-            go(t.arr, bound)
-            go(t.body, bound | {t.name})
-        elif isinstance(t, Term):
-            for f in attrs.fields(type(t)):
-                if f.name in ("loc", "ty"):
-                    continue
-                v = getattr(t, f.name)
-                if isinstance(v, Term):
-                    go(v, bound)
-                elif isinstance(v, tuple):
-                    for x in v:
-                        if isinstance(x, Term):
-                            go(x, bound)
-
-    go(t, frozenset())
-    return out
+    """Free variables of a term (the one traversal of chad/terms.py)."""
+    return set(_free_vars(t))
 
 
 def extract_gathers(body: Term, i_name: str, fresh) -> tuple[Term, list[GatherRead]]:
@@ -279,27 +223,17 @@ def extract_gathers(body: Term, i_name: str, fresh) -> tuple[Term, list[GatherRe
                     found[key] = g
                     order.append(g)
                 return Var(g.var, loc=t.loc, ty=t.ty)
-            case Index(arr, idx):
-                return ev(t, arr=walk(arr, inner), idx=walk(idx, inner))
-            case Let(name, rhs, b):
-                return ev(t, rhs=walk(rhs, inner), body=walk(b, inner | {name}))
+            # Only the parts evaluated exactly once per element are searched:
+            # not a lambda's body, a case's branches, or a nested loop's body.
+            case Lam():
+                return t
             case Case():
                 return ev(t, scrut=walk(t.scrut, inner))
             case Build():
                 return ev(t, size=walk(t.size, inner))
             case Fold() | MapA():
                 return ev(t, arr=walk(t.arr, inner))
-            case Prim():
-                return ev(t, arg=walk(t.arg, inner))
-            case Pair(l, r):
-                return ev(t, left=walk(l, inner), right=walk(r, inner))
-            case Fst() | Snd() | Inl() | Inr() | Length() | Ann():
-                return ev(t, expr=walk(t.expr, inner))
-            case App(f, x):
-                return ev(t, fn=walk(f, inner), arg=walk(x, inner))
-            case Call():
-                return ev(t, args=tuple(walk(x, inner) for x in t.args))
-        return t  # Var, Unit, Lam (its body runs conditionally), ...
+        return rebuild(t, [walk(c, inner | set(names)) for c, names in binders_of(t)])
 
     new = walk(body, frozenset())
     return new, order

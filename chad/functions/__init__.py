@@ -1,22 +1,72 @@
-"""Functions: lambdas, application and def calls (seed 000 §9, appendix C).
-Importing this package registers their rules.
+"""Functions: lambdas, application and def calls (Smeding & Vákár, *Efficient
+CHAD*, §9 and appendix C). `register()` declares every function node, the
+function type formers and the naive-ho transform through chad/extend.py; the
+composition root (chad/features.py) calls it.
 
     types.py      closure-converted types, cotangent types, runtime values
-    terms.py      the node classes of converted programs and derivatives
+    terms.py      the node classes of converted programs and derivatives (with shapes)
     convert.py    typed closure conversion
     efficient.py  efficient CHAD of closures (appendix C), on the fly after conversion
     calls.py      def calls: closed functions, derivatives called, not inlined
     naive_ho.py   naive higher-order CHAD (§9), its own TransformSpec "naive-ho"
-    evaluate.py   evaluation rules and printing of the new nodes
+    evaluate.py   evaluation rules and `chad show` notation of the new nodes
     programs.py   t_n, and generated higher-order programs for the tests
 """
 
-from . import calls, efficient, evaluate, types
+from __future__ import annotations
 
-types.register_types()
-evaluate.register()
-evaluate.register_printing()
-efficient.register()
-calls.register()
+from chad.extend import (
+    CotangentValue, LinearType, TypeFormer, register_node, register_transform, register_type,
+)
+from chad.linear import L_UN
+from chad.terms import App, Call, Lam, LUnit
+from chad.types import Fun
 
-from . import naive_ho  # noqa: E402,F401  (registers the naive-ho Chad class)
+from . import calls, naive_ho
+from . import efficient as F
+from . import evaluate as V
+from .terms import (
+    CApp, ClosedApp, ClosedLam, DCall, EnvOneT, EnvScatter, LCastPack, LFunZero, LogFold,
+    LogOneT, LPackAs, LTagZero, MkClosure, Pack, Unpack,
+)
+from .types import (
+    L_ABSTRACT, L_FUN, ClosedFun, ClosureT, LAbstract, LFunT, LPacked, TyVar, CatBag,
+)
+
+
+def register() -> None:
+    """Declare the function nodes and types, and the naive-ho transform."""
+    # source forms (their classes are the language's, chad/terms.py); their
+    # evaluation and printing are core rules, their CHAD rules come from here
+    register_node(Lam, chad=F.source_lam)
+    register_node(App, chad=F.source_app)
+    register_node(Call, chad=calls.call_rule)
+    # closure conversion (chad/functions/terms.py)
+    register_node(Pack, eval=V.eval_pack, chad=F.pack, show=V.SHOW[Pack])
+    register_node(Unpack, eval=V.eval_unpack, chad=F.unpack, show=V.SHOW[Unpack])
+    register_node(ClosedLam, eval=V.eval_closed_lam, chad=F.closed_lam, show=V.SHOW[ClosedLam])
+    register_node(ClosedApp, eval=V.eval_closed_app, chad=F.closed_app, show=V.SHOW[ClosedApp])
+    register_node(MkClosure, eval=V.eval_mk_closure, chad=F.mk_closure, show=V.SHOW[MkClosure])
+    register_node(CApp, eval=V.eval_capp, chad=F.capp, show=V.SHOW[CApp])
+    # derivative-only forms
+    register_node(LCastPack, eval=V.eval_lcastpack, show=V.SHOW[LCastPack])
+    register_node(LPackAs, eval=V.eval_lpackas, show=V.SHOW[LPackAs])
+    register_node(LFunZero, eval=V.eval_zero, show=V.SHOW[LFunZero])
+    register_node(LTagZero, eval=V.eval_zero, show=V.SHOW[LTagZero])
+    register_node(DCall, eval=calls.eval_dcall, show=V.SHOW[DCall])
+    register_node(EnvOneT, eval=V.eval_envone, show=V.SHOW[EnvOneT])
+    register_node(EnvScatter, eval=V.eval_envscatter, show=V.SHOW[EnvScatter])
+    register_node(LogOneT, eval=V.eval_logone, show=V.SHOW[LogOneT])
+    register_node(LogFold, eval=V.eval_logfold, show=V.SHOW[LogFold])
+    # type formers: D2 of a function (and of its closure-converted Σ-type) is a
+    # packed environment cotangent (efficient) or a log of calls (naive-ho)
+    register_type(
+        TypeFormer(Fun, D2=lambda t: L_FUN, zerot=lambda t: LFunZero()),
+        linear=(LinearType(LFunT, LFunT.zero), LinearType(LAbstract, LAbstract.zero)),
+        values=(CotangentValue(LPacked, plus=LPacked.plus, phi=LPacked.phi, size=LPacked.size),
+                CotangentValue(CatBag, plus=CatBag.plus, phi=CatBag.phi,
+                               size=CatBag.size)))
+    register_type(TypeFormer(ClosureT, D2=lambda t: L_FUN, zerot=lambda t: LFunZero()))
+    register_type(TypeFormer(ClosedFun, D2=lambda t: L_UN, zerot=lambda t: LUnit()))
+    register_type(TypeFormer(TyVar, D2=lambda t: L_ABSTRACT, zerot=lambda t: LTagZero()))
+    register_transform(naive_ho.SPEC)

@@ -28,17 +28,17 @@ from __future__ import annotations
 
 import threading
 
+from chad.deep import run_deep
 from chad.errors import EvalError
 from chad.terms import (
     App, Call, Def, Fst, Lam, Let, Pair, PureEVM, RunEVM, Snd, Term, ThenEVM, Unit, Var,
 )
 from chad.transform.common import Context, Fresh, zero_env_term
-from chad.transform.efficient import RULES, Chad
+from chad.transform.efficient import Chad
+from chad.transform.registry import get_transform
 
+from . import efficient
 from .terms import DCall
-
-# transform name -> the Chad class deriving callees (naive_ho registers itself)
-CHAD_CLASSES: dict[str, type] = {"efficient": Chad}
 
 
 def call_rule(chad: Chad, t: Call) -> Term:
@@ -55,23 +55,16 @@ def call_rule(chad: Chad, t: Call) -> Term:
             chain = ThenEVM(App(Snd(Var(rs[i])), Fst(Var(gs[i]))),
                             Let(gs[i + 1], Snd(Var(gs[i])), chain))
         back = Lam(d, None, Let(gs[0], App(Snd(Var(c)), Var(d)), chain), (c, *rs))
-    out = Let(c, DCall(t.name, tuple(Fst(Var(r)) for r in rs), mode=_mode(chad)),
+    out = Let(c, DCall(t.name, tuple(Fst(Var(r)) for r in rs), mode=chad.mode),
               Pair(Fst(Var(c)), back))
     for r, ce in reversed(list(zip(rs, cargs))):
         out = Let(r, ce, out)
     return out
 
 
-def _mode(chad: Chad) -> str:
-    for name, cls in CHAD_CLASSES.items():
-        if type(chad) is cls:
-            return name
-    return "efficient"
-
-
 def derived_body(d: Def, mode: str) -> Term:
     """The body of g$D (see the module doc), in the context of d's parameters."""
-    cls = CHAD_CLASSES[mode]
+    cls = get_transform(mode).chad_class
     r, dd = "r$0", "d$0"
     fresh = Fresh()
     body = cls(Context.of_params(d.params), fresh)(d.body)
@@ -85,14 +78,10 @@ _LOCK = threading.Lock()
 
 
 def derived(d: Def, mode: str) -> Term:
-    from . import efficient
-
     key = (id(d), mode, efficient.LITERAL)
     hit = _CACHE.get(key)
     if hit is not None and hit[0] is d:
         return hit[1]
-    from chad.deep import run_deep
-
     body = run_deep(derived_body, d, mode)
     with _LOCK:
         _CACHE[key] = (d, body)
@@ -113,11 +102,3 @@ def eval_dcall(ev, t: DCall, env):
         cost += c
     r, cb = ev.eval(body, inner)
     return r, cost + cb
-
-
-def register() -> None:
-    from costmodel.evaluate import rule
-
-    RULES[Call] = call_rule
-    rule(DCall)(eval_dcall)
-

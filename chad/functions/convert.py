@@ -1,4 +1,4 @@
-r"""Typed closure conversion (seed 000 appendix C, after Minamide et al. 1996).
+r"""Typed closure conversion (Efficient CHAD (Smeding & Vákár), appendix C, after Minamide et al. 1996).
 
     [λx. t]^CC := pack_ρ ⟨⟨y1, ..., yk⟩, λp. let ⟨⟨y1, ..., yk⟩, x⟩ = p in t^CC⟩
                   where y1..yk are the captured variables (FV[t] \\ {x}, the
@@ -34,7 +34,8 @@ from typing import Callable
 import attrs
 
 from chad.terms import (
-    App, Build, Case, Def, Fold, Fst, Lam, Let, MapA, Pair, Snd, Term, Unit, Var,
+    App, Build, Case, Def, Fold, Fst, Lam, Let, MapA, Pair, Snd, Term, Unit, Var, binders_of,
+    free_vars, rebuild,
 )
 from chad.transform.common import Fresh
 from chad.types import ArrayT, Fun, Int, Prod, Sum, Type, UnitT
@@ -53,8 +54,6 @@ def fun_parts(ty: Type) -> tuple[Type, Type]:
 def captures_of(t: Lam) -> tuple[str, ...]:
     if t.captures is not None:
         return t.captures
-    from chad.checker import free_vars
-
     return tuple(v for v in free_vars(t.body) if v != t.name)
 
 
@@ -196,18 +195,12 @@ class _Converter:
                 return attrs.evolve(t, arr=self.conv(t.arr, scope),
                                     body=self.bound(scope, t.name, Prod(elem, elem), t.body),
                                     ty=ty)
-        # every other node: convert the Term-valued fields (no binders)
-        changes = {}
-        for f in attrs.fields(type(t)):
-            v = getattr(t, f.name)
-            if isinstance(v, Term):
-                changes[f.name] = self.conv(v, scope)
-            elif isinstance(v, tuple) and any(isinstance(x, Term) for x in v):
-                changes[f.name] = tuple(self.conv(x, scope) if isinstance(x, Term) else x
-                                        for x in v)
-        if ty is not None and hasattr(t, "ty"):
-            changes["ty"] = ty
-        return attrs.evolve(t, **changes) if changes else t
+        # every other node binds nothing: convert its sub-terms
+        kids = binders_of(t)
+        if any(names for _, names in kids):
+            raise NotImplementedError(f"closure conversion of {type(t).__name__}")
+        out = rebuild(t, [self.conv(c, scope) for c, _ in kids])
+        return attrs.evolve(out, ty=ty) if ty is not None else out
 
 
 _MISSING = object()

@@ -1,5 +1,5 @@
-r"""Efficient CHAD of functions: closure conversion, then the rules of seed 000
-appendix C in the monadic (EVM) style of the formalisation.
+r"""Efficient CHAD of functions: closure conversion, then the rules of Efficient CHAD
+(Smeding & Vákár), appendix C in the monadic (EVM) style of the formalisation.
 
     D1[τ ->□ σ] := D1τ ->□ (D1σ × (D2σ -> D2τ))       D2[τ ->□ σ] := ()
     D1[Σα. τ]   := Σα. D1τ                             D2[Σα. τ]   := Σα. D2τ
@@ -59,14 +59,12 @@ literal form). A def call is a closed function applied to its arguments (calls.p
 
 from __future__ import annotations
 
-import attrs
-
 from chad.terms import (
     AddEVM, App, BindEVM, Fst, Lam, Let, Pair, PureEVM, RunEVM, ScopeEVM, Snd, Term,
-    ThenEVM, Unit, Var,
+    ThenEVM, Unit, Var, map_children,
 )
 from chad.transform.common import Context, zerot
-from chad.transform.efficient import RULES, Chad
+from chad.transform.efficient import Chad
 
 from .convert import cc_app, cc_app_fused, cc_lam, cc_lam_fused, fun_parts, unpack_type
 from .terms import (
@@ -179,20 +177,7 @@ def relevel(t: Term, k: int) -> Term:
             return EnvScatter(go(u.expr), tuple(targets))
         if isinstance(u, MkClosure):
             return u
-        if not isinstance(u, Term):
-            return u
-        changes = {}
-        for f in attrs.fields(type(u)):
-            v = getattr(u, f.name)
-            if isinstance(v, Term):
-                nv = go(v)
-                if nv is not v:
-                    changes[f.name] = nv
-            elif isinstance(v, tuple) and any(isinstance(x, Term) for x in v):
-                nv = tuple(go(x) for x in v)
-                if any(a is not b for a, b in zip(nv, v)):
-                    changes[f.name] = nv
-        return attrs.evolve(u, **changes) if changes else u
+        return map_children(u, go)
 
     return go(t)
 
@@ -221,15 +206,3 @@ def source_lam(chad: Chad, t: Lam) -> Term:
 def source_app(chad: Chad, t: App) -> Term:
     """D[t s] := D[[t s]^CC]."""
     return chad(cc_app(t, chad.fresh) if LITERAL else cc_app_fused(t))
-
-
-def register() -> None:
-    RULES[ClosedLam] = closed_lam
-    RULES[ClosedApp] = closed_app
-    RULES[Pack] = pack
-    RULES[Unpack] = unpack
-    RULES[MkClosure] = mk_closure
-    RULES[CApp] = capp
-    RULES[Lam] = source_lam
-    RULES[App] = source_app
-

@@ -1,4 +1,4 @@
-r"""Naive higher-order CHAD (seed 000 §9, seed 002 §7.5): the recipe whose
+r"""Naive higher-order CHAD (Efficient CHAD (Smeding & Vákár), §9; CHAD (Vákár & Smeding), §7.5): the recipe whose
 function derivatives are split in two halves, kept to show its 2^n blow-up.
 
     D1[τ -> σ] := D1τ -> (D1σ × (D2σ -> D2τ))      D2[τ -> σ] := List(D1τ × D2σ)
@@ -7,7 +7,7 @@ D2 of a function is the log of its invocations (argument primal, output
 cotangent); ++ is O(1) (types.py: LogOne / LogCat, the Bag of §9's footnote 25).
 Every other construct uses the efficient rules (Fig. 7, sparse cotangents, EVM),
 so that the comparison with the efficient transform isolates the treatment of
-functions. In the monadic style (seed 002's sharing form, `let y = λx. D[t]`, so
+functions. In the monadic style (the sharing form of CHAD (Vákár & Smeding), `let y = λx. D[t]`, so
 the code is generated once):
 
   D_Γ[λx. t] = let g = lamwith caps (\\x -> D_{Γ,x}[t]) in
@@ -38,13 +38,14 @@ from chad.transform.common import Context, zero_env_term, zerot
 from chad.transform.efficient import Chad, backward
 from chad.transform.registry import CTG, TransformSpec
 
-from .calls import CHAD_CLASSES
 from .convert import captures_of
 from .terms import LogFold, LogOneT
 
 
 class NaiveHOChad(Chad):
     """The efficient transformation with §9's naive rules for lambda and app."""
+
+    mode = "naive-ho"
 
     def __call__(self, t: Term) -> Term:
         if isinstance(t, Lam):
@@ -92,9 +93,7 @@ def naive_ho_chad_def(d: Def) -> Term:
 
 def gradient_term(d: Def) -> Term:
     """TH2's left-hand side, as for the efficient transform."""
-    from chad.terms import RunEVM as Run
-
-    return Run(App(Snd(naive_ho_chad_def(d)), Var(CTG)),
+    return RunEVM(App(Snd(naive_ho_chad_def(d)), Var(CTG)),
                zero_env_term([p.ty for p in d.params]))
 
 
@@ -103,8 +102,7 @@ SPEC = TransformSpec(
     forward_term=naive_ho_chad_def,
     backward=backward,
     gradient_term=gradient_term,
-    description="seed 000 §9: naive CHAD of functions (D2 = log of invocations); "
+    description="Efficient CHAD (Smeding & Vákár), §9: naive CHAD of functions (D2 = log of invocations); "
                 "efficient rules elsewhere. Exponential on nested applications.",
+    chad_class=NaiveHOChad,
 )
-
-CHAD_CLASSES["naive-ho"] = NaiveHOChad

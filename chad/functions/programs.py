@@ -1,4 +1,4 @@
-"""Higher-order programs for experiments and tests: the t_n of seed 000 §9, as
+"""Higher-order programs for experiments and tests: the t_n of Efficient CHAD (Smeding & Vákár), §9, as
 typed terms and as source text, and measurements of their gradients.
 
     x_n : R ⊢ t_n := (λx_{n-1}. (··· λx_2. (λx_1. x_1) x_2 ···) x_{n-1}) x_n : R
@@ -27,7 +27,7 @@ def t_n_def(n: int, name: str = "t") -> Def:
 
 
 def t_n_source(n: int, name: str = "t") -> str:
-    """t_n in the surface syntax of LANGUAGE.md."""
+    """t_n in the surface syntax of docs/language.md."""
     s = "x1"
     for k in range(2, n + 1):
         s = f"(\\x{k - 1} -> {s}) x{k}"

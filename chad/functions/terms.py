@@ -1,6 +1,6 @@
 """Term nodes of closure-converted programs and of the derivatives of functions.
 
-Closure-converted source (seed 000 appendix C):
+Closure-converted source (Efficient CHAD (Smeding & Vákár), appendix C):
 
     Pack(tag, e)            pack_ρ e : Σα. α × ((α × τ) ->□ σ),  e : ρ × ((ρ × τ) ->□ σ)
     Unpack(e, z, body)      case e of pack_α z -> body
@@ -43,13 +43,14 @@ from typing import Any
 
 from attrs import field, frozen
 
-from chad.terms import Term
+from chad.terms import Term, node
 
 
 def _meta():
     return field(default=None, eq=False, kw_only=True, repr=False)
 
 
+@node("expr")
 @frozen
 class Pack(Term):
     tag: Any
@@ -58,6 +59,7 @@ class Pack(Term):
     ty: Any = _meta()
 
 
+@node("scrut", "body", binds={"body": "name"})
 @frozen
 class Unpack(Term):
     scrut: Term
@@ -67,6 +69,7 @@ class Unpack(Term):
     ty: Any = _meta()
 
 
+@node("body", binds={"body": "name"}, closure=True)
 @frozen
 class ClosedLam(Term):
     name: str
@@ -75,6 +78,7 @@ class ClosedLam(Term):
     ty: Any = _meta()
 
 
+@node("fn", "arg")
 @frozen
 class ClosedApp(Term):
     fn: Term
@@ -83,6 +87,7 @@ class ClosedApp(Term):
     ty: Any = _meta()
 
 
+@node("body", binds={"body": ("name", "captures")}, reads="captures", closure=True)
 @frozen
 class MkClosure(Term):
     tag: Any
@@ -93,6 +98,7 @@ class MkClosure(Term):
     ty: Any = _meta()
 
 
+@node("fn", "arg")
 @frozen
 class CApp(Term):
     fn: Term
@@ -101,6 +107,7 @@ class CApp(Term):
     ty: Any = _meta()
 
 
+@node("expr")
 @frozen
 class LCastPack(Term):
     tag: Any
@@ -109,6 +116,7 @@ class LCastPack(Term):
     ty: Any = _meta()
 
 
+@node("primal", "expr")
 @frozen
 class LPackAs(Term):
     primal: Term
@@ -117,18 +125,21 @@ class LPackAs(Term):
     ty: Any = _meta()
 
 
+@node()
 @frozen
 class LFunZero(Term):
     loc: Any = _meta()
     ty: Any = _meta()
 
 
+@node()
 @frozen
 class LTagZero(Term):
     loc: Any = _meta()
     ty: Any = _meta()
 
 
+@node("args")
 @frozen
 class DCall(Term):
     name: str
@@ -138,6 +149,7 @@ class DCall(Term):
     ty: Any = _meta()
 
 
+@node("expr")
 @frozen
 class EnvOneT(Term):
     index: int
@@ -146,6 +158,7 @@ class EnvOneT(Term):
     ty: Any = _meta()
 
 
+@node("expr")
 @frozen
 class EnvScatter(Term):
     expr: Term
@@ -154,6 +167,7 @@ class EnvScatter(Term):
     ty: Any = _meta()
 
 
+@node("arg", "ctg")
 @frozen
 class LogOneT(Term):
     arg: Term
@@ -162,6 +176,7 @@ class LogOneT(Term):
     ty: Any = _meta()
 
 
+@node("log", "body", binds={"body": "name"})
 @frozen
 class LogFold(Term):
     log: Term

@@ -1,7 +1,6 @@
-"""Types, cotangent types and runtime values of closure conversion (seed 000
-appendix C) and of the naive higher-order CHAD (seed 000 §9).
+"""Types, cotangent types and runtime values of closure conversion (Efficient CHAD (Smeding & Vákár), appendix C) and of the naive higher-order CHAD (Efficient CHAD (Smeding & Vákár), §9).
 
-Typed closure conversion (Minamide et al.; seed 000 appendix C) sends
+Typed closure conversion (Minamide et al.; Efficient CHAD (Smeding & Vákár), appendix C) sends
 
     [τ -> σ]^CC := Σ_{α:Type} α × ((α × τ^CC) ->□ σ^CC)
 
@@ -29,7 +28,7 @@ from typing import Any
 
 from attrs import frozen
 
-from chad.linear import L_UN, LType, phi, plusv, size
+from chad.linear import LType, phi, plusv, size
 from chad.types import ArrayT, Fun, Prod, Sum, Type, UnitT, show_type
 
 # ----------------------------------------------------------------- source-side types
@@ -122,22 +121,6 @@ L_FUN = LFunT()
 L_ABSTRACT = LAbstract()
 
 
-def register_types() -> None:
-    from chad.terms import LUnit
-    from chad.transform.common import D2_EXTENSIONS, ZEROT_EXTENSIONS
-
-    from .terms import LFunZero, LTagZero
-
-    D2_EXTENSIONS[Fun] = lambda t: L_FUN
-    D2_EXTENSIONS[ClosureT] = lambda t: L_FUN
-    D2_EXTENSIONS[ClosedFun] = lambda t: L_UN
-    D2_EXTENSIONS[TyVar] = lambda t: L_ABSTRACT
-    ZEROT_EXTENSIONS[Fun] = lambda t: LFunZero()
-    ZEROT_EXTENSIONS[ClosureT] = lambda t: LFunZero()
-    ZEROT_EXTENSIONS[ClosedFun] = lambda t: LUnit()
-    ZEROT_EXTENSIONS[TyVar] = lambda t: LTagZero()
-
-
 # ----------------------------------------------------------------- runtime values
 
 
@@ -189,7 +172,7 @@ class LPacked:
         return 1 + size(self.value)
 
 
-class _CatBag:
+class CatBag:
     """A non-empty bag with O(1) `+` (a free commutative monoid): leaves hold
     (key, cotangent); `None`, the zero, never occurs inside (plusv handles it).
     Used for the cotangent of a closure's environment (key: capture index) and
@@ -229,7 +212,7 @@ class _CatBag:
         return n
 
 
-class _EnvBag(_CatBag):
+class _EnvBag(CatBag):
     __slots__ = ()
 
 
@@ -249,7 +232,7 @@ class EnvCat(_EnvBag):
     right: Any
 
 
-class _Log(_CatBag):
+class _Log(CatBag):
     __slots__ = ()
 
 

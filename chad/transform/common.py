@@ -1,7 +1,8 @@
 """Pieces shared by the CHAD transformations: the dual type map D2, term-level
 zeros (`zerot`), fresh names and the context of levels.
 
-Seed 000 appendix B: `D2τ'`, `zerot`, `zero-env-term`.
+Efficient CHAD (Smeding & Vákár), appendix B: `D2τ'`, `zerot`, `zero-env-term`. Type formers of
+extensions give their D2 and zerot through chad/extend.py (`TypeFormer`).
 """
 
 from __future__ import annotations
@@ -10,14 +11,10 @@ import itertools
 
 from attrs import define, field
 
+from chad import tables
 from chad.linear import L_R, L_UN, LPairT, LSumT, LType
 from chad.terms import LPairZero, LSumZero, LUnit, Pair, Prim, Term, Unit
 from chad.types import Int, Prod, Real, Sum, Type, UnitT
-
-# Hooks for the extensions (arrays, functions): type class -> D2 / zerot.
-D2_EXTENSIONS: dict[type, object] = {}
-ZEROT_EXTENSIONS: dict[type, object] = {}
-
 
 def D2(t: Type) -> LType:
     """The dual (cotangent) type D[τ]₂ as a linear type."""
@@ -30,9 +27,9 @@ def D2(t: Type) -> LType:
             return LPairT(D2(a), D2(b))
         case Sum(a, b):
             return LSumT(D2(a), D2(b))
-    ext = D2_EXTENSIONS.get(type(t))
-    if ext is not None:
-        return ext(t)
+    former = tables.TYPES.get(type(t))
+    if former is not None:
+        return former.D2(t)
     raise NotImplementedError(f"no cotangent type for {t} yet")
 
 
@@ -47,9 +44,9 @@ def zerot(t: Type) -> Term:
             return LPairZero()
         case Sum():
             return LSumZero()
-    ext = ZEROT_EXTENSIONS.get(type(t))
-    if ext is not None:
-        return ext(t)
+    former = tables.TYPES.get(type(t))
+    if former is not None:
+        return former.zerot(t)
     raise NotImplementedError(f"no zero for {t} yet")
 
 

@@ -1,4 +1,4 @@
-"""Efficient reverse CHAD: the formalisation's `chad` (seed 000 Fig. 7 and
+"""Efficient reverse CHAD: the formalisation's `chad` (Efficient CHAD (Smeding & Vákár), Fig. 7 and
 appendix B), on typed core terms.
 
     chad t : D1τ × (D2τ -> EVM Γ ())
@@ -9,14 +9,14 @@ counts of the generated code are the formalisation's. Variables are names: the
 primal of source variable `x` is the target variable `x`; every other binder is a
 fresh name containing '$'. `lamwith vars body` is `Lam(param, None, body, vars)`.
 
-Extensions (arrays, functions) register rules for more source node classes in
-`RULES`.
+The rules of other node classes (arrays, functions) are looked up in the table
+chad.tables.CHAD, filled through chad/extend.py (`register_node(chad=...)`), under
+this transformation's `mode` first and then under "efficient".
 """
 
 from __future__ import annotations
 
-from typing import Callable
-
+from chad import tables
 from chad.primitives import PRIMITIVES
 from chad.terms import (
     AddEVM, App, BindEVM, Case, Def, Fst, Inl, Inr, Lam, LCastL, LCastR, Let, LFst,
@@ -24,15 +24,21 @@ from chad.terms import (
     ThenEVM, Unit, Var,
 )
 from chad.types import Prod, Sum
+from chad.values import env_tuple_to_cells
 
 from .common import D2, Context, Fresh, zero_env_term, zerot
+from chad.extend import register_transform
+
 from .registry import CTG, TransformSpec
 
-RULES: dict[type, Callable] = {}
-
-
 class Chad:
-    """One transformation run: fresh names and the source context."""
+    """One transformation run: fresh names and the source context.
+
+    `mode` names the transform whose rules this run uses (subclasses for other
+    transforms set their own; rules not registered for it are the efficient ones).
+    """
+
+    mode = "efficient"
 
     def __init__(self, ctx: Context, fresh: Fresh | None = None):
         self.ctx = ctx
@@ -60,7 +66,7 @@ class Chad:
                 return self.inj(t, Inr, LCastR, 1)
             case Case():
                 return self.case(t)
-        rule = RULES.get(type(t))
+        rule = tables.CHAD.get((self.mode, type(t))) or tables.CHAD.get(("efficient", type(t)))
         if rule is None:
             raise NotImplementedError(f"CHAD of {type(t).__name__} is not supported yet")
         return rule(self, t)
@@ -189,8 +195,6 @@ def backward(ev, bp, ctg, d: Def) -> tuple[list, int]:
     run (app (snd r) ctg) zero-env costs 1 (run) + 1 (app) + 1 (snd) + 1 (var)
     + ccall + cost(zero-env-term) + cost of running the action.
     """
-    from costmodel.evaluate import env_tuple_to_cells
-
     action, ccall = ev.apply(bp, ctg)
     zenv, cz = ev.eval(zero_env_term([p.ty for p in d.params]), {})
     _unit, cells, crun = ev.evm.run(action, env_tuple_to_cells(zenv))
@@ -202,8 +206,10 @@ SPEC = TransformSpec(
     forward_term=chad_def,
     backward=backward,
     gradient_term=gradient_term,
-    description="seed 000 Fig. 7 / the Agda formalisation's chad: sparse cotangents, EVM",
+    description="Efficient CHAD (Smeding & Vákár), Fig. 7 / the Agda formalisation's chad: sparse cotangents, EVM",
+    chad_class=Chad,
 )
 
 
-import chad.extensions  # noqa: E402,F401  (registers array/function rules)
+def register() -> None:
+    register_transform(SPEC)

@@ -1,4 +1,4 @@
-"""Naive reverse CHAD: seed 000 Fig. 2 with the dense linear types of Fig. 4,
+"""Naive reverse CHAD: Efficient CHAD (Smeding & Vákár), Fig. 2 with the dense linear types of Fig. 4,
 costed honestly so that the problems of §3-4 (Table 1) show.
 
     D_G[t] : D1t x (D2t -> EV G)
@@ -8,7 +8,7 @@ scope, let- and case-bound ones included) and cotangents of pairs are always
 materialised. The dense operations are the nodes of naive_terms.py; their costs
 are documented there and in docs/naive-chad.md.
 
-The rules (reconstructed from Fig. 2 of the seed, whose PDF extraction garbles
+The rules (reconstructed from Fig. 2 of Efficient CHAD, whose PDF extraction garbles
 some glyphs: e.g. `leastl d` is `lcastl d`, and the sum `+` of Fig. 4 must wrap
 its result in linl/linr to have the type it is given; the prose of §2-4 confirms
 both). `let <x, x'> = e in b` is written with one variable r and fst r / snd r.
@@ -62,6 +62,9 @@ from chad.terms import (
 from chad.types import Int, Prod, Real, Sum, Type, UnitT
 
 from .common import D2, Context, Fresh
+from chad.extend import register_transform
+
+from . import naive_terms
 from .naive_terms import (
     DCast, DDensify, DZero, EVOneHot, EVPlus, EVSplit, EVZero, densify, ev_to_cells,
 )
@@ -139,7 +142,7 @@ class NaiveChad:
             case Ann():
                 return self(t.expr)
         raise UsageError(f"the naive transform supports only the first-order language of "
-                         f"seed 000 Fig. 1, not {type(t).__name__}", getattr(t, "loc", None))
+                         f"Efficient CHAD (Smeding & Vákár), Fig. 1, not {type(t).__name__}", getattr(t, "loc", None))
 
     # D[x] = <x, \d. one_x d>
     def var(self, t: Var) -> Term:
@@ -267,8 +270,16 @@ SPEC = TransformSpec(
     forward_term=naive_chad_def,
     backward=backward,
     gradient_term=gradient_term,
-    description="seed 000 Fig. 2 + Fig. 4: dense cotangents and dense environment vectors",
+    description="Efficient CHAD (Smeding & Vákár), Fig. 2 + Fig. 4: dense cotangents and dense environment vectors",
 )
 
-__all__ = ["SPEC", "NaiveChad", "naive_chad_def", "gradient_term", "backward",
+
+
+def register() -> None:
+    """Register the dense nodes and the transform "naive"."""
+    naive_terms.register()
+    register_transform(SPEC)
+
+
+__all__ = ["register", "SPEC", "NaiveChad", "naive_chad_def", "gradient_term", "backward",
            "dense_type", "densify", "ev_to_cells"]

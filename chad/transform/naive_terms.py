@@ -1,4 +1,4 @@
-"""The DENSE linear operations of naive CHAD (seed 000 Fig. 4), as target nodes
+"""The DENSE linear operations of naive CHAD (Efficient CHAD (Smeding & Vákár), Fig. 4), as target nodes
 with honest costs.
 
 Fig. 4 implements the linear types of Fig. 3 naively:
@@ -43,8 +43,9 @@ from typing import Any
 from attrs import field, frozen
 
 from chad.errors import EvalError
+from chad.extend import register_node
 from chad.linear import LPairT, LR, LSumT, LType, LUn
-from chad.terms import Term
+from chad.terms import Term, node
 from chad.values import Inj
 
 
@@ -55,6 +56,7 @@ def _meta():
 # ----------------------------------------------------------------- node classes
 
 
+@node()
 @frozen
 class DZero(Term):
     """The dense zero 0_lt of Fig. 4 (a pair of zeros for a pair type)."""
@@ -64,6 +66,7 @@ class DZero(Term):
     ty: Any = _meta()
 
 
+@node("expr")
 @frozen
 class DCast(Term):
     """Fig. 4's lcastl (side 0) / lcastr (side 1); `lt` is that side's type."""
@@ -75,6 +78,7 @@ class DCast(Term):
     ty: Any = _meta()
 
 
+@node("expr")
 @frozen
 class DDensify(Term):
     """Turn a sparse cotangent (chad/linear.py: None = zero pair/sum) of linear
@@ -86,6 +90,7 @@ class DDensify(Term):
     ty: Any = _meta()
 
 
+@node()
 @frozen
 class EVZero(Term):
     """0 of EV G: a tuple of |G| dense zeros."""
@@ -95,6 +100,7 @@ class EVZero(Term):
     ty: Any = _meta()
 
 
+@node("val")
 @frozen
 class EVOneHot(Term):
     """one_{x : t in G} v: the environment vector with v at `level`, zeros elsewhere."""
@@ -107,6 +113,7 @@ class EVOneHot(Term):
     ty: Any = _meta()
 
 
+@node("left", "right")
 @frozen
 class EVPlus(Term):
     """+ on EV G: cellwise dense addition."""
@@ -118,6 +125,7 @@ class EVPlus(Term):
     ty: Any = _meta()
 
 
+@node("expr")
 @frozen
 class EVSplit(Term):
     """split : EV (G, x : t) -> EV G x t. The identity on the left-nested tuple."""
@@ -250,63 +258,58 @@ def ev_to_cells(ev) -> list:
 # ----------------------------------------------------------------- evaluation rules
 
 
-def _register_rules() -> None:
-    from costmodel.evaluate import rule
-
-    @rule(DZero)
-    def _dzero(ev, t, env):
-        return dzero(t.lt)
-
-    @rule(DCast)
-    def _dcast(ev, t, env):
-        v, c = ev.eval(t.expr, env)
-        r, cc = dcast(t.side, t.lt, v)
-        return r, 1 + c + cc
-
-    @rule(DDensify)
-    def _ddensify(ev, t, env):
-        v, c = ev.eval(t.expr, env)
-        r, cd = densify(t.lt, v)
-        return r, c + cd
-
-    @rule(EVZero)
-    def _evzero(ev, t, env):
-        return ev_zero(t.lts)
-
-    @rule(EVOneHot)
-    def _evonehot(ev, t, env):
-        v, c = ev.eval(t.val, env)
-        r, co = ev_one_hot(t.lts, t.level, v)
-        return r, 1 + c + co
-
-    @rule(EVPlus)
-    def _evplus(ev, t, env):
-        a, ca = ev.eval(t.left, env)
-        b, cb = ev.eval(t.right, env)
-        r, cp = ev_plus(t.lts, a, b)
-        return r, 1 + ca + cb + cp
-
-    @rule(EVSplit)
-    def _evsplit(ev, t, env):
-        v, c = ev.eval(t.expr, env)
-        return v, 1 + c
+def _dzero(ev, t, env):
+    return dzero(t.lt)
 
 
-def _register_printing() -> None:
-    from chad.target_printer import SHOW_EXTENSIONS
-
-    atom, app = 3, 2
-    SHOW_EXTENSIONS[DZero] = lambda t, one: ("dzero", atom)
-    SHOW_EXTENSIONS[DCast] = lambda t, one: (
-        f"{('dcastl', 'dcastr')[t.side]} {one(t.expr, atom)}", app)
-    SHOW_EXTENSIONS[DDensify] = lambda t, one: (f"densify {one(t.expr, atom)}", app)
-    SHOW_EXTENSIONS[EVZero] = lambda t, one: (f"evzero[{len(t.lts)}]", atom)
-    SHOW_EXTENSIONS[EVOneHot] = lambda t, one: (
-        f"onehot[{len(t.lts)}] {t.name}@{t.level} {one(t.val, atom)}", app)
-    SHOW_EXTENSIONS[EVPlus] = lambda t, one: (
-        f"{one(t.left, app)} +ev[{len(t.lts)}] {one(t.right, app)}", 1)
-    SHOW_EXTENSIONS[EVSplit] = lambda t, one: (f"split {one(t.expr, atom)}", app)
+def _dcast(ev, t, env):
+    v, c = ev.eval(t.expr, env)
+    r, cc = dcast(t.side, t.lt, v)
+    return r, 1 + c + cc
 
 
-_register_rules()
-_register_printing()
+def _ddensify(ev, t, env):
+    v, c = ev.eval(t.expr, env)
+    r, cd = densify(t.lt, v)
+    return r, c + cd
+
+
+def _evzero(ev, t, env):
+    return ev_zero(t.lts)
+
+
+def _evonehot(ev, t, env):
+    v, c = ev.eval(t.val, env)
+    r, co = ev_one_hot(t.lts, t.level, v)
+    return r, 1 + c + co
+
+
+def _evplus(ev, t, env):
+    a, ca = ev.eval(t.left, env)
+    b, cb = ev.eval(t.right, env)
+    r, cp = ev_plus(t.lts, a, b)
+    return r, 1 + ca + cb + cp
+
+
+def _evsplit(ev, t, env):
+    v, c = ev.eval(t.expr, env)
+    return v, 1 + c
+
+
+_ATOM, _APP = 3, 2
+
+
+def register() -> None:
+    """Register the dense nodes' evaluation rules and notation (chad/extend.py)."""
+    atom, app = _ATOM, _APP
+    register_node(DZero, eval=_dzero, show=lambda t, one: ("dzero", atom))
+    register_node(DCast, eval=_dcast, show=lambda t, one: (
+        f"{('dcastl', 'dcastr')[t.side]} {one(t.expr, atom)}", app))
+    register_node(DDensify, eval=_ddensify,
+                  show=lambda t, one: (f"densify {one(t.expr, atom)}", app))
+    register_node(EVZero, eval=_evzero, show=lambda t, one: (f"evzero[{len(t.lts)}]", atom))
+    register_node(EVOneHot, eval=_evonehot, show=lambda t, one: (
+        f"onehot[{len(t.lts)}] {t.name}@{t.level} {one(t.val, atom)}", app))
+    register_node(EVPlus, eval=_evplus, show=lambda t, one: (
+        f"{one(t.left, app)} +ev[{len(t.lts)}] {one(t.right, app)}", 1))
+    register_node(EVSplit, eval=_evsplit, show=lambda t, one: (f"split {one(t.expr, atom)}", app))

@@ -10,15 +10,18 @@ A transform gives, for a checked def d:
   gradient_term(d)  the single term whose cost is gradient_steps (TH2's left
                     side, with the cotangent in the variable CTG); tests check
                     that it agrees with forward + backward.
+
+The transforms are registered by name (chad/extend.py `register_transform`); the
+composition root (chad/features.py) registers every transform there is.
 """
 
 from __future__ import annotations
 
-import importlib
 from typing import Callable
 
 from attrs import frozen
 
+from chad import tables
 from chad.errors import UsageError
 
 CTG = "ctg$"
@@ -31,21 +34,19 @@ class TransformSpec:
     backward: Callable[..., tuple[list, int]]
     gradient_term: Callable
     description: str = ""
+    # the Chad class deriving def bodies for this transform (def calls derive
+    # their callee with the caller's transform); None: not a CHAD variant
+    chad_class: type | None = None
 
 
-_MODULES = {
-    "efficient": "chad.transform.efficient",
-    "naive": "chad.transform.naive",
-    "naive-ho": "chad.functions.naive_ho",  # naive CHAD on functions (seed 000 §9)
-}
-TRANSFORM_NAMES = tuple(_MODULES)
+def transform_names() -> tuple[str, ...]:
+    """The names of the registered transforms, in registration order."""
+    return tuple(tables.TRANSFORMS)
 
 
 def get_transform(name: str) -> TransformSpec:
-    if name not in _MODULES:
-        raise UsageError(f"unknown transform {name!r} (choose from {', '.join(_MODULES)})")
-    try:
-        module = importlib.import_module(_MODULES[name])
-    except ModuleNotFoundError as e:  # pragma: no cover - during development only
-        raise UsageError(f"the {name} transform is not available: {e}") from None
-    return module.SPEC
+    spec = tables.TRANSFORMS.get(name)
+    if spec is None:
+        known = ", ".join(transform_names()) or "none registered: call chad.features.load()"
+        raise UsageError(f"unknown transform {name!r} (choose from {known})")
+    return spec
