@@ -26,11 +26,7 @@ import time
 import numpy as np
 
 import chad
-from chad.api import _defs, decode_args
-from chad.cotangents import ctg_from_json
-from chad.deep import run_deep
-from chad.transform.efficient import SPEC
-from costmodel.evaluate import Evaluator
+from costmodel.measure import prepare
 
 RUNTIMES = ("map", "array", "parallel")
 SIZES = (1000, 2000)
@@ -41,37 +37,32 @@ from .scaling_programs import PROGRAMS  # noqa: E402  (shared with the scaling t
 
 
 class Case:
-    """A program at one size, parsed and transformed once."""
+    """A program at one size, made ready once (costmodel.measure.prepare: parsed,
+    arguments and cotangent decoded, gradient term built)."""
 
     def __init__(self, src, args, ctg):
-        self.prog = chad.load(src)
-        self.d = self.prog.find(None)
-        self.env = decode_args(self.d, args)
-        self.forward = run_deep(SPEC.forward_term, self.d)
-        self.ctg = ctg
+        self.prepared = prepare(chad.load(src), args, ctg)
 
     def gradient(self, evm):
-        """(wall seconds, CPU seconds, steps) of forward + backward on the EVM
-        (created, and its thread pool started, outside the measurement)."""
-        ev = Evaluator(_defs(self.prog), evm)
+        """(wall seconds, CPU seconds, steps) of the gradient term (forward and
+        backward pass) on the EVM (created, and its thread pool started, outside
+        the measurement)."""
         gc.collect()
         gc.disable()
         try:
             t0, c0 = time.perf_counter(), time.process_time()
-            (value, bp), cf = run_deep(ev.eval, self.forward, dict(self.env))
-            ct = ctg_from_json(self.d.result, self.ctg, "ctg", value)
-            _cells, cb = run_deep(SPEC.backward, ev, bp, ct, self.d)
+            _result, steps = self.prepared.gradient(evm)
             dt, dc = time.perf_counter() - t0, time.process_time() - c0
         finally:
             gc.enable()
-        return dt, dc, cf + cb
+        return dt, dc, steps
 
     def primal(self):
         gc.collect()
         gc.disable()
         try:
             t0 = time.perf_counter()
-            run_deep(Evaluator(_defs(self.prog)).eval, self.d.body, dict(self.env))
+            self.prepared.primal()
             return time.perf_counter() - t0
         finally:
             gc.enable()
@@ -130,7 +121,7 @@ def bench_dot(n: int = DOT_N) -> dict:
     rng = np.random.default_rng(0)
     case = Case(src, [rng.normal(size=n), rng.normal(size=n)], 1.0)
     tp = case.primal()
-    _, primal_steps = chad.run(case.prog, [case.env["a"], case.env["b"]])
+    primal_steps = case.prepared.primal_steps
     rows = []
     figures = {"primal": tp}
     for rt in RUNTIMES:

@@ -15,6 +15,9 @@ from attrs import frozen
 
 from costmodel.evaluate import Evaluator
 from costmodel.lacm import SpecLACM
+from costmodel.measure import (  # noqa: F401  (the TH2 numbers, re-exported here)
+    C_CONST, C_PARAMS, C_PRIMAL, UNSET, CostReport, measure, th2_bound,
+)
 from runtime.registry import make_evm as _make_runtime
 
 from . import features
@@ -22,20 +25,13 @@ from .checker import check_program
 from .cotangents import ctg_from_json, densify
 from .deep import run_deep
 from .errors import UsageError
-from .linear import size
 from .parser import parse_program
 from .terms import Def, Program
-from .transform.registry import CTG, get_transform
+from .transform.registry import get_transform
 from .types import Real, is_first_order
 from .values import value_from_json
 
 features.load()  # the composition root: every transform and extension
-
-UNSET = object()  # "no cotangent given" (None is the sparse zero)
-
-# The TH2 constants of the (corrected) formalisation: c' = 5, c = 34, c'' = 4.
-C_CONST, C_PRIMAL, C_PARAMS = 5, 34, 4
-
 
 def load(program: str | Program, file: str = "<input>") -> Program:
     """Parse (if text) and type check a program."""
@@ -126,51 +122,14 @@ def grad(program: str | Program, fn: str | None = None, evm: str = "array",
     return at
 
 
-@frozen
-class CostReport:
-    """The numbers of `chad cost` (docs/language.md)."""
-
-    primal_steps: int
-    gradient_steps: int
-    ctg_size: int
-    params: int
-    bound: int
-    holds: bool
-    value: Any = None
-
-    def as_json(self) -> dict:
-        return {"primal_steps": self.primal_steps, "gradient_steps": self.gradient_steps,
-                "ctg_size": self.ctg_size, "params": self.params, "bound": self.bound,
-                "holds": self.holds}
-
-
-def th2_bound(primal_steps: int, ctg_size: int, params: int,
-              c: int = C_PRIMAL, c1: int = C_CONST, c2: int = C_PARAMS) -> int:
-    """5 + 34 * primal + size(ctg) + 4 * |Γ| (with the constants as parameters)."""
-    return c1 + c * primal_steps + ctg_size + c2 * params
-
-
 def cost(program: str | Program, args: Sequence[Any], ctg: Any = UNSET, fn: str | None = None,
          transform: str = "efficient", evm: str = "array") -> CostReport:
-    """Primal steps, gradient steps (TH2's left side) and the TH2 bound."""
+    """Primal steps, gradient steps (TH2's left side) and the TH2 bound: the
+    measurement of costmodel/measure.py, on the arguments checked here."""
     prog = load(program)
     d = prog.find(fn)
     _check_first_order(d)
-    env = decode_args(d, args)
-    defs = _defs(prog)
-    value, primal_steps = run_deep(Evaluator(defs).eval, d.body, dict(env))
-    ctg = _default_ctg(d, ctg)
-    if ctg is UNSET:
-        raise UsageError(f"--ctg is required for a result of type {d.result}")
-    ct = ctg_from_json(d.result, ctg, "ctg", value)
-    spec = get_transform(transform)
-    term = run_deep(spec.gradient_term, d)
-    _, gradient_steps = run_deep(Evaluator(defs, make_evm(evm)).eval, term, {**env, CTG: ct})
-    n = len(d.params)
-    ctg_size = size(ct)
-    bound = th2_bound(primal_steps, ctg_size, n)
-    return CostReport(primal_steps, gradient_steps, ctg_size, n, bound,
-                      gradient_steps <= bound, value)
+    return measure(prog, decode_args(d, args), ctg, transform, evm, fn).report()
 
 
 def _default_ctg(d: Def, ctg):

@@ -21,7 +21,14 @@ smallest witness; exit 0) or refuted (unsat; exit 1).
 
 from __future__ import annotations
 
-import json
+import os
+
+from costmodel.criterion import Constants, ProgressBar, run_check, transform_features, transform_names
+from costmodel.families import FAMILIES, study
+from costmodel.fit import joint_fit, smallest_c
+
+from .errors import UsageError
+from .values import dumps
 
 DEFAULT_PROGRAMS = 200
 DEFAULT_DEPTH = 5
@@ -35,7 +42,9 @@ def add_check_parser(sub) -> None:
     sp.add_argument("--transform", default="efficient",
                     help="transform(s) to check, comma-separated: efficient, naive, naive-ho "
                          "(default efficient)")
-    sp.add_argument("--evm", default="array", choices=("map", "array", "parallel", "spec"))
+    sp.add_argument("--evm", default="array", choices=("map", "array", "parallel", "spec"),
+                    help="the EVM runtime: array (default), map, parallel, or spec (the "
+                         "formalisation's LACM)")
     sp.add_argument("--programs", type=int, default=DEFAULT_PROGRAMS, metavar="N",
                     help=f"number of generated programs (default {DEFAULT_PROGRAMS})")
     sp.add_argument("--max-depth", type=int, default=DEFAULT_DEPTH, metavar="D",
@@ -59,14 +68,32 @@ def add_check_parser(sub) -> None:
 
 
 def _usage(msg: str):
-    from .errors import UsageError
-
     return UsageError(msg)
 
 
-def _transforms(text: str) -> list[str]:
-    from costmodel.criterion import transform_names
+def _check_plot_path(path: str) -> None:
+    """Refuse a --plot file that cannot be written, before any work starts."""
+    if not path.lower().endswith(".png"):
+        raise _usage("--plot: the file name must end in .png")
+    if os.path.isdir(path):
+        raise _usage(f"--plot: {path} is a directory")
+    directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        raise _usage(f"--plot: cannot write {path}: the directory {directory} does not exist")
+    if not os.access(directory, os.W_OK | os.X_OK) or (
+            os.path.exists(path) and not os.access(path, os.W_OK)):
+        raise _usage(f"--plot: cannot write {path}: permission denied")
 
+
+def _save(fig, path: str) -> None:
+    """fig to path; a failure (disk full, a race) is a usage error, not a crash."""
+    try:
+        fig.savefig(path, dpi=120)
+    except OSError as e:
+        raise _usage(f"--plot: cannot write {path}: {e.strerror or e}") from None
+
+
+def _transforms(text: str) -> list[str]:
     names = [t.strip() for t in text.split(",") if t.strip()]
     known = transform_names()
     if not names:
@@ -78,8 +105,6 @@ def _transforms(text: str) -> list[str]:
 
 
 def _features(text: str, transform: str) -> dict[str, bool]:
-    from costmodel.criterion import transform_features
-
     supported = transform_features(transform)
     if text == "auto":
         return supported
@@ -92,22 +117,20 @@ def _features(text: str, transform: str) -> dict[str, bool]:
             raise _usage(f"--features: unknown feature {x!r} (arrays, functions, all, "
                          f"first-order, auto)")
         if not supported.get(x):
-            raise _usage(f"--features: the {transform} transform (or this installation) "
+            raise _usage(f"--features: the {transform} transform "
                          f"does not support {x}")
         wanted[x] = True
     return wanted
 
 
 def cmd_check(args) -> int:
-    from costmodel.criterion import Constants
-
     try:
         constants = Constants.parse(args.constants)
     except ValueError as e:
         raise _usage(f"--constants: {e}") from None
     transforms = _transforms(args.transform)
-    if args.plot is not None and not args.plot.lower().endswith(".png"):
-        raise _usage("--plot: the file name must end in .png")
+    if args.plot is not None:
+        _check_plot_path(args.plot)
     if args.family is not None:
         return _check_family(args, transforms, constants)
     if args.programs < 1:
@@ -121,9 +144,6 @@ def cmd_check(args) -> int:
 
 
 def _check_programs(args, transforms, constants) -> int:
-    from costmodel.criterion import ProgressBar, run_check
-    from costmodel.fit import joint_fit, smallest_c
-
     feats = {t: _features(args.features, t) for t in transforms}
     results, reports = [], []
     for t in transforms:
@@ -149,7 +169,7 @@ def _check_programs(args, transforms, constants) -> int:
                                    else r.counterexample.as_json(path))
             d["observations"] = [o.as_row() for o in r.observations]
             out.append(d)
-        print(json.dumps({"holds": all(r.holds for r, *_ in results), "results": out,
+        print(dumps({"holds": all(r.holds for r, *_ in results), "results": out,
                           "plot": args.plot}))
     else:
         for r, fit, joint, path in results:
@@ -228,22 +248,20 @@ def _plot_programs(path, results, constants) -> None:
     ax.set_title("chad check: gradient vs primal steps")
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    try:
+        _save(fig, path)
+    finally:
+        plt.close(fig)
 
 
 # ----------------------------------------------------------------- families
 
 
 def _check_family(args, transforms, constants) -> int:
-    from costmodel.families import FAMILIES, study
-
     fam = FAMILIES.get(args.family)
     if fam is None:
         raise _usage(f"--family: unknown family {args.family!r} (choose from "
                      f"{', '.join(FAMILIES)})")
-    if not fam.available():
-        raise _usage(fam.why_unavailable())
     for t in transforms:
         if t not in fam.transforms:
             raise _usage(f"--family {fam.name}: the {t} transform does not apply "
@@ -252,7 +270,7 @@ def _check_family(args, transforms, constants) -> int:
     if args.plot:
         _plot_family(args.plot, results)
     if args.json:
-        print(json.dumps({"family": fam.name, "results": [r.as_json() for r in results],
+        print(dumps({"family": fam.name, "results": [r.as_json() for r in results],
                           "plot": args.plot}))
     else:
         print("\n\n".join(r.render() for r in results))
@@ -284,5 +302,7 @@ def _plot_family(path, results) -> None:
     ax.set_ylabel("steps")
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    try:
+        _save(fig, path)
+    finally:
+        plt.close(fig)

@@ -2,18 +2,22 @@
 
     chad run   FILE [--fn NAME] --args JSON [--json]
     chad grad  FILE [--fn NAME] --args JSON [--ctg JSON] [--evm map|array|parallel] [--transform ...] [--json]
-    chad show  FILE [--fn NAME] [--transform naive|efficient]
+    chad show  FILE [--fn NAME] [--transform naive|efficient] [--json]
     chad cost  FILE [--fn NAME] --args JSON [--ctg JSON] [--transform ...] [--evm ...] [--json]
     chad check [--transform ...] [--evm ...] [--programs N] [--max-depth D] [--seed S] ...
 
+    chad --version
+
 Exit codes: 0 success, 1 a violated bound or failed check, 2 bad input (a message
-on stderr and nothing on stdout). No input ever produces a traceback.
+on stderr and nothing on stdout). No input ever produces a traceback. Messages on
+stderr have their control characters escaped (chad.errors.escape_control); JSON
+in and out follows the policy of chad/values.py (strict JSON; "inf", "-inf", "nan").
 """
 
 from __future__ import annotations
 
 import argparse
-import json
+import importlib.metadata
 import os
 import sys
 
@@ -22,10 +26,10 @@ from .api import UNSET, cost, load, run, vjp
 from .check_cli import add_check_parser, cmd_check
 from .cotangents import dense_to_json
 from .deep import run_deep
-from .errors import ChadError, UsageError
-from .target_printer import show_term
+from .errors import ChadError, UsageError, escape_control
+from .target_printer import show_term, term_to_json
 from .transform.registry import get_transform, transform_names
-from .values import value_to_json
+from .values import dumps, parse_json, value_to_json
 
 EVM_CHOICES = ("map", "array", "parallel", "spec")
 
@@ -37,33 +41,73 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _fail(message: str, code: int = 2) -> int:
-    print(message, file=sys.stderr)
+    # whatever the message echoes (file names, source lines, arguments), no control
+    # character reaches the terminal
+    print(escape_control(message, keep="\n"), file=sys.stderr)
     return code
+
+
+def _version() -> str:
+    try:
+        return importlib.metadata.version("chad")
+    except importlib.metadata.PackageNotFoundError:  # run from a source tree
+        return "unknown (not installed)"
 
 
 def build_parser() -> argparse.ArgumentParser:
     features.load()  # the transforms and extensions: choices below list them
-    p = _Parser(prog="chad", description="Efficient CHAD: reverse-mode AD with a cost guarantee.")
-    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    p = _Parser(prog="chad", description="Efficient CHAD: reverse-mode AD with a cost guarantee.",
+                epilog="Exit codes: 0 success, 1 a violated bound or failed check, 2 bad input. "
+                       "See docs/language.md.")
+    p.add_argument("--version", action="version", version=f"%(prog)s {_version()}",
+                   help="print the version of chad and exit")
+    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser,
+                           metavar="COMMAND",
+                           help="one of the commands below; `chad COMMAND --help` for its options")
 
-    def common(sp, args=True, ctg=False, evm=False, transform=False):
-        sp.add_argument("file", help="program file")
-        sp.add_argument("--fn", help="the def to use (default: the last one)")
+    def common(sp, args=True, ctg=False, evm=False, transform=False,
+               json_help="machine-readable output: one JSON object on stdout"):
+        sp.add_argument("file", help="the program file (UTF-8 source of the language)")
+        sp.add_argument("--fn", metavar="NAME", help="the def to use (default: the last one)")
         if args:
-            sp.add_argument("--args", required=True, help="JSON list of arguments")
+            sp.add_argument("--args", required=True, metavar="JSON",
+                            help="JSON list with one value per parameter, e.g. '[2.0, [1, 2]]'; "
+                                 'non-finite reals are the strings "inf", "-inf", "nan"')
         if ctg:
-            sp.add_argument("--ctg", help="JSON cotangent of the result (default 1.0 for R)")
+            sp.add_argument("--ctg", metavar="JSON",
+                            help="JSON cotangent of the result (default 1.0 for a result of "
+                                 "type R; null is the sparse zero)")
         if evm:
-            sp.add_argument("--evm", default="array", choices=EVM_CHOICES)
+            sp.add_argument("--evm", default="array", choices=EVM_CHOICES,
+                            help="the EVM runtime accumulating the cotangents: array (mutable "
+                                 "array, default), map (persistent map), parallel "
+                                 "(thread-parallel), spec (the formalisation's LACM)")
         if transform:
-            sp.add_argument("--transform", default="efficient", choices=transform_names())
-        sp.add_argument("--json", action="store_true", help="machine-readable output")
+            sp.add_argument("--transform", default="efficient", choices=transform_names(),
+                            help="the CHAD transform (default efficient; naive keeps dense "
+                                 "environment vectors, see docs/naive-chad.md)")
+        sp.add_argument("--json", action="store_true", help=json_help)
 
-    common(sub.add_parser("run", help="evaluate a def"))
-    common(sub.add_parser("grad", help="value and gradient"), ctg=True, evm=True, transform=True)
-    common(sub.add_parser("show", help="print the derivative program"), args=False, transform=True)
-    common(sub.add_parser("cost", help="step counts and the TH2 bound"), ctg=True, evm=True,
-           transform=True)
+    def command(name, help, description):
+        return sub.add_parser(name, help=help, description=description)
+
+    common(command("run", "evaluate a def",
+                   "Evaluate a def on JSON arguments: prints its value (with --json, "
+                   "the value and the step count)."))
+    common(command("grad", "value and gradient",
+                   "Evaluate a def and differentiate it by reverse-mode CHAD: prints the "
+                   "value and one dense gradient per parameter."),
+           ctg=True, evm=True, transform=True)
+    common(command("show", "print the derivative program",
+                   "Print the CHAD derivative of a def (its forward pass, giving the primal "
+                   "result and the backpropagator)."),
+           args=False, transform=True,
+           json_help="a JSON object: the def, its parameters and result type, the "
+                     "transform, the program text and its term as a tree")
+    common(command("cost", "step counts and the TH2 bound",
+                   "Count the steps of the primal and of the gradient and check the bound "
+                   "5 + 34*primal + size(ctg) + 4*|params| (exit 1 when it fails)."),
+           ctg=True, evm=True, transform=True)
     add_check_parser(sub)
     return p
 
@@ -79,10 +123,7 @@ def _read(path: str) -> str:
 def _json(text: str | None, what: str):
     if text is None:
         return None
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as e:
-        raise UsageError(f"{what}: not valid JSON ({e.msg} at position {e.pos}): {text!r}") from None
+    return parse_json(text, what)
 
 
 def _load(args):
@@ -98,7 +139,7 @@ def cmd_run(args) -> int:
     d = prog.find(args.fn)
     value, steps = run(prog, _json(args.args, "--args"), d.name)
     out = value_to_json(d.result, value)
-    print(json.dumps({"value": out, "steps": steps}) if args.json else json.dumps(out))
+    print(dumps({"value": out, "steps": steps}) if args.json else dumps(out))
     return 0
 
 
@@ -110,10 +151,10 @@ def cmd_grad(args) -> int:
     g = [dense_to_json(p.ty, x) for p, x in zip(d.params, grads)]
     v = value_to_json(d.result, value)
     if args.json:
-        print(json.dumps({"value": v, "gradient": g}))
+        print(dumps({"value": v, "gradient": g}))
     else:
-        print(f"value: {json.dumps(v)}")
-        print(f"gradient: {json.dumps(g)}")
+        print(f"value: {dumps(v)}")
+        print(f"gradient: {dumps(g)}")
     return 0
 
 
@@ -133,11 +174,19 @@ def cmd_show(args) -> int:
     d = prog.find(args.fn)
     spec = get_transform(args.transform)
     term = run_deep(spec.forward_term, d)
+    text = run_deep(show_term, term)
+    if args.json:
+        print(dumps({"def": d.name,
+                     "params": [{"name": p.name, "type": str(p.ty)} for p in d.params],
+                     "result": str(d.result), "transform": args.transform,
+                     "description": spec.description, "program": text,
+                     "term": run_deep(term_to_json, term)}))
+        return 0
     params = ", ".join(f"{p.name} : {p.ty}" for p in d.params)
     print(f"# {args.transform} CHAD of {d.name}({params}) : {d.result}")
     print(f"# {spec.description}")
     print("# its value: (primal result, backpropagator)")
-    print(run_deep(show_term, term))
+    print(text)
     return 0
 
 
@@ -146,7 +195,7 @@ def cmd_cost(args) -> int:
     d = prog.find(args.fn)
     r = cost(prog, _arg_list(args, d), _ctg(args), d.name, args.transform, args.evm)
     if args.json:
-        print(json.dumps(r.as_json()))
+        print(dumps(r.as_json()))
     else:
         print(f"primal_steps: {r.primal_steps}")
         print(f"gradient_steps: {r.gradient_steps}")

@@ -16,7 +16,7 @@ from typing import Any
 from . import tables
 from .errors import UsageError
 from .types import Fun, Int, Prod, Real, Sum, Type, UnitT
-from .values import Inj, _float, _short, is_number
+from .values import Inj, _float, _short, real_from_json
 
 def _codec(ty: Type, which: str):
     former = tables.TYPES.get(type(ty))
@@ -27,9 +27,7 @@ def ctg_from_json(ty: Type, j, path: str = "ctg", primal=None):
     """Decode a (sparse) cotangent of type ty; `primal` is the value it belongs to."""
     match ty:
         case Real():
-            if not is_number(j):
-                raise UsageError(f"{path}: expected a number (cotangent of R), got {_short(j)}")
-            return float(j)
+            return real_from_json(j, path, "cotangent of R")
         case Int() | UnitT():
             if j is not None:
                 raise UsageError(f"{path}: the cotangent of {ty} is null, got {_short(j)}")

@@ -172,8 +172,9 @@ def _number(run: str, fail) -> tuple[str, str]:
     if _REAL_RE.match(run):
         value = float(run)
         if math.isinf(value):
-            fail(f"the real literal {_short(run)} is too large "
-                 "(the largest float is about 1.8e308)")
+            # the same range rule as for numbers in JSON (chad/values.py)
+            fail(f"the real literal {_short(run)} is too large for a float "
+                 "(the largest is about 1.8e308); a program has no literal for an infinity")
         return REAL, run
     # Find the longest valid prefix to explain what went wrong.
     m = re.match(r"[0-9]+", run)

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import sys
 
-from .deep import run_deep
+from .deep import reliable_recursion_limit, run_deep
 from .errors import ParseError
 from .lexer import (EOF, INT, KW, NAME, PREFIX1, PREFIX2, REAL, SYM, Token, error_source,
                     tokenize)
@@ -384,8 +384,9 @@ class _Parser:
             self.advance()
             try:
                 n = int(t.text)
-            except ValueError:  # more digits than int() accepts
-                raise self.error(f"the integer literal is too long ({len(t.text)} digits)", t) from None
+            except ValueError:  # more digits than int() accepts (as in JSON: chad/values.py)
+                raise self.error(f"the integer literal is too long ({len(t.text)} digits; at "
+                                 f"most {sys.get_int_max_str_digits()})", t) from None
             loc = self.loc(t)
             return Prim("ILIT", Unit(loc=loc), n, loc=loc)
         if k == REAL:
@@ -616,7 +617,7 @@ def _stack_depth() -> int:
 
 def run_maybe_deep(fn, frames: int, *args):
     """fn(*args), directly when `frames` more frames surely fit, else via run_deep."""
-    if frames <= DIRECT_FRAMES and _stack_depth() + frames + 100 < sys.getrecursionlimit():
+    if frames <= DIRECT_FRAMES and _stack_depth() + frames + 100 < reliable_recursion_limit():
         return fn(*args)
     return run_deep(fn, *args)
 

@@ -5,12 +5,21 @@ the EVM operations `pure`, `bind`, `>>`, `run`, `add x@level` (the paper's `one`
 `scope`, and the sparse linear operations `lpair`, `lfst`, `linl`, `lcastl`,
 `lzero`, ... Primitives print as `OP arg`. Target terms are not meant to be parsed
 back; they contain generated names with `$`.
+
+`term_to_json` gives the same term as a JSON tree (`chad show --json`): each node
+is an object {"node": class name, field: value, ...} with the node's fields in
+declaration order; sub-terms are objects, tuples lists, types their printed form,
+real constants numbers (or "inf", "-inf", "nan": chad/values.py). Source
+positions and inferred types are left out.
 """
 
 from __future__ import annotations
 
+import attrs
+
 from chad import tables
 from chad import terms as T
+from chad.values import _float
 
 INDENT = "  "
 _ATOM, _APP = 3, 2
@@ -115,3 +124,24 @@ def _show(t) -> tuple[str, int]:
     if show is not None:
         return show(t, _one)
     return f"<{type(t).__name__}>", _ATOM
+
+
+def term_to_json(t: T.Term):
+    """The JSON tree of a (target or source) term; see the module docstring."""
+    out = {"node": type(t).__name__}
+    for f in attrs.fields(type(t)):
+        if f.eq:  # loc and ty are metadata (eq=False): not part of the term
+            out[f.name] = _field_json(getattr(t, f.name))
+    return out
+
+
+def _field_json(v):
+    if isinstance(v, T.Term):
+        return term_to_json(v)
+    if isinstance(v, (tuple, list)):
+        return [_field_json(x) for x in v]
+    if v is None or isinstance(v, (bool, int, str)):
+        return v
+    if isinstance(v, float):
+        return _float(v)
+    return str(v)  # a Type (its printed form) or an extension's constant

@@ -1,7 +1,7 @@
 """The complexity criterion over generated programs (Efficient CHAD (Smeding & Vákár), §3, §6; docs/complexity-checker.md).
 
 For every generated program t, arguments x and (sparse) output cotangent d we
-record one `Observation`:
+record one observation (a `Measurement`):
 
     primal_steps    cost(t; x)                                  (the program)
     gradient_steps  cost(run (snd (CHAD t) d) zero-env; x, d)   (TH2's left side)
@@ -17,6 +17,9 @@ given. `run_check` drives hypothesis: a violation fails the property, hypothesis
 shrinks the program, and the smallest violating program comes back as a
 `Counterexample` (program text, numbers, and the `chad cost` line reproducing it).
 Generation is deterministic given the seed (`@seed`, no example database).
+
+The numbers come from costmodel/measure.py (`measure`, re-exported here), the one
+measurement `chad cost` makes too; an observation is its `Measurement`.
 """
 
 from __future__ import annotations
@@ -31,87 +34,15 @@ from typing import Any, Callable, Sequence
 from attrs import define, field, frozen
 
 from chad import features
+from chad.errors import UsageError
 from chad.transform import registry
 
 from .generators import (
-    GenCase, available_features, chains, programs, tuple_types, types,
+    GenCase, chains, programs, tuple_types, types,
 )
-
-# ----------------------------------------------------------------- constants
-
-
-@frozen
-class Constants:
-    """(c, c', c'') of gradient <= c' + c * primal + size(ctg) + c'' * |Γ|."""
-
-    c: int = 34
-    c1: int = 5
-    c2: int = 4
-
-    @classmethod
-    def parse(cls, text: str) -> "Constants":
-        """"34,5,4" -> Constants(34, 5, 4)."""
-        parts = [p.strip() for p in text.split(",")]
-        if len(parts) != 3:
-            raise ValueError(f"expected three constants c,c',c'' (e.g. 34,5,4), got {text!r}")
-        try:
-            c, c1, c2 = (int(p) for p in parts)
-        except ValueError:
-            raise ValueError(f"constants must be integers, got {text!r}") from None
-        if min(c, c1, c2) < 0:
-            raise ValueError(f"constants must not be negative, got {text!r}")
-        return cls(c, c1, c2)
-
-    def bound(self, primal_steps: int, ctg_size: int, params: int) -> int:
-        return self.c1 + self.c * primal_steps + ctg_size + self.c2 * params
-
-    def __str__(self) -> str:
-        return f"{self.c1} + {self.c}*primal + size(ctg) + {self.c2}*|params|"
-
-
-PROVED = Constants()  # the constants of the corrected Agda formalisation
-
+from .measure import PROVED, Constants, Measurement, measure, prepare
 
 # ----------------------------------------------------------------- observations
-
-
-@frozen
-class Observation:
-    """One measured program: the four numbers of the criterion."""
-
-    primal_steps: int
-    gradient_steps: int
-    ctg_size: int
-    params: int
-    transform: str = "efficient"
-    evm: str = "array"
-
-    def bound(self, k: Constants = PROVED) -> int:
-        return k.bound(self.primal_steps, self.ctg_size, self.params)
-
-    def holds(self, k: Constants = PROVED) -> bool:
-        return self.gradient_steps <= self.bound(k)
-
-    @property
-    def ratio(self) -> float:
-        """gradient / primal steps."""
-        return self.gradient_steps / max(1, self.primal_steps)
-
-    @property
-    def needed_c(self) -> float:
-        """The c this observation needs with c' = 5, c'' = 4: (G - 5 - S - 4n) / P."""
-        return (self.gradient_steps - PROVED.c1 - self.ctg_size
-                - PROVED.c2 * self.params) / max(1, self.primal_steps)
-
-    def as_row(self) -> list[int]:
-        return [self.primal_steps, self.gradient_steps, self.ctg_size, self.params]
-
-    def explain(self, k: Constants = PROVED) -> str:
-        rel = "<=" if self.holds(k) else ">"
-        return (f"gradient_steps {self.gradient_steps} {rel} bound {self.bound(k)} = "
-                f"{k.c1} + {k.c}*{self.primal_steps} + {self.ctg_size} + {k.c2}*{self.params}"
-                f"  (primal_steps {self.primal_steps}, size(ctg) {self.ctg_size}, "
-                f"|params| {self.params})")
 
 
 def transform_names() -> tuple[str, ...]:
@@ -120,47 +51,7 @@ def transform_names() -> tuple[str, ...]:
     return registry.transform_names()
 
 
-def measure(program, args, ctg, transform: str = "efficient", evm: str = "array",
-            fn: str | None = None, with_work: bool = False):
-    """The numbers of `chad cost` for one program (chad.api.cost for registered
-    transforms, the same computation with the spec looked up here otherwise).
-    with_work=True also returns the EVM's own work count (runtime/*: tree nodes
-    visited by the persistent map, cells touched by the mutable array)."""
-    if not with_work:
-        from chad.api import cost
-
-        r = cost(program, list(args), ctg, fn, transform, evm)
-        return Observation(r.primal_steps, r.gradient_steps, r.ctg_size, r.params,
-                           transform, evm)
-    from chad.api import UNSET, _default_ctg, _defs, decode_args, load, make_evm
-    from chad.cotangents import ctg_from_json
-    from chad.deep import run_deep
-    from chad.linear import size
-    from chad.transform.registry import CTG
-    from costmodel.evaluate import Evaluator
-
-    prog = load(program)
-    d = prog.find(fn)
-    env = decode_args(d, list(args))
-    defs = _defs(prog)
-    value, primal = run_deep(Evaluator(defs).eval, d.body, dict(env))
-    ctg = _default_ctg(d, ctg)
-    if ctg is UNSET:
-        from chad.errors import UsageError
-
-        raise UsageError(f"a cotangent is required for a result of type {d.result}")
-    ct = ctg_from_json(d.result, ctg, "ctg", value)
-    term = run_deep(registry.get_transform(transform).gradient_term, d)
-    machine = make_evm(evm)
-    machine.reset_work()
-    _, gradient = run_deep(Evaluator(defs, machine).eval, term, {**env, CTG: ct})
-    o = Observation(primal, gradient, size(ct), len(d.params), transform, evm)
-    if with_work:
-        return o, machine.work
-    return o
-
-
-def observe(case: GenCase, transform: str = "efficient", evm: str = "array") -> Observation:
+def observe(case: GenCase, transform: str = "efficient", evm: str = "array") -> Measurement:
     """Measure one generated case (`chad cost`'s numbers)."""
     return measure(case.program, case.args, case.ctg, transform, evm)
 
@@ -173,7 +64,7 @@ class Counterexample:
     """The smallest program found that violates the bound (or that crashed)."""
 
     case: GenCase
-    observation: Observation | None
+    observation: Measurement | None
     constants: Constants
     transform: str
     evm: str
@@ -314,36 +205,30 @@ def check_strategy(max_depth: int = 5, *, arrays: bool = False, functions: bool 
 
 
 def transform_features(transform: str) -> dict[str, bool]:
-    """The language features both installed and supported by `transform`
-    (probed by transforming a tiny program that uses them)."""
-    feats = available_features()
-    out = {}
-    for name, ok in feats.items():
-        out[name] = ok and _supports(transform, name)
-    return out
+    """The language features (arrays, functions) supported by `transform`: a
+    transform supports a feature when it derives a tiny program using it (it says
+    it does not with a UsageError; any other error is a bug and propagates)."""
+    return {name: _supports(transform, name) for name in ("arrays", "functions")}
 
 
 def _supports(transform: str, feature: str) -> bool:
-    from chad.errors import ChadError
-    from chad.terms import App, Build, Def, Index, Lam, Param, Prim, Unit, Var
+    from chad.terms import App, Build, Def, Index, Lam, Param, Prim, Program, Unit, Var
     from chad.types import ArrayT, Fun, R, UNIT, Z
 
     if feature == "arrays":
         a = Var("a", ty=ArrayT(R))
         body = Build(Prim("ILIT", Unit(ty=UNIT), 1, ty=Z), "i",
                      Index(a, Var("i", ty=Z), ty=R), ty=ArrayT(R))
-        d = Def("f", (Param("a", ArrayT(R)),), ArrayT(R), body)
+        d, args, ctg = Def("f", (Param("a", ArrayT(R)),), ArrayT(R), body), [[1.0]], [1.0]
     else:
         x = Var("x", ty=R)
         body = App(Lam("y", R, Var("y", ty=R), (), ty=Fun(R, R)), x, ty=R)
-        d = Def("f", (Param("x", R),), R, body)
+        d, args, ctg = Def("f", (Param("x", R),), R, body), [1.0], 1.0
     try:
-        from chad.deep import run_deep
-
-        run_deep(registry.get_transform(transform).gradient_term, d)
-        return True
-    except (ChadError, NotImplementedError, KeyError, TypeError, AttributeError):
+        prepare(Program((d,)), args, ctg, transform)
+    except UsageError:
         return False
+    return True
 
 
 def run_check(transform: str = "efficient", evm: str = "array", programs: int = 200,
@@ -434,7 +319,7 @@ def run_check(transform: str = "efficient", evm: str = "array", programs: int = 
 
 
 def sample_observations(transforms: Sequence[str], programs: int = 200, seed: int = 0,
-                        strategy=None, evm: str = "array") -> dict[str, list[Observation]]:
+                        strategy=None, evm: str = "array") -> dict[str, list[Measurement]]:
     """Measure `programs` generated programs under every transform (no checking,
     no shrinking): the raw material for distributions. A transform that does not
     support a program's forms (a UsageError) skips that program."""
@@ -442,11 +327,9 @@ def sample_observations(transforms: Sequence[str], programs: int = 200, seed: in
     from hypothesis import seed as hseed
     from hypothesis.errors import HypothesisWarning
 
-    from chad.errors import UsageError
-
     if strategy is None:
         strategy = check_strategy()
-    out: dict[str, list[Observation]] = {t: [] for t in transforms}
+    out: dict[str, list[Measurement]] = {t: [] for t in transforms}
 
     @settings(max_examples=programs, database=None, deadline=None, phases=[Phase.generate],
               suppress_health_check=list(HealthCheck))
@@ -498,49 +381,6 @@ class ProgressBar:
             self.stream.flush()
 
 
-def observations_from_rows(rows: Sequence[Sequence[int]], transform: str = "efficient",
-                           evm: str = "array") -> list[Observation]:
-    return [Observation(*map(int, r[:4]), transform, evm) for r in rows]
-
-
-__all__ = ["Constants", "PROVED", "Observation", "observe", "measure",
+__all__ = ["Constants", "PROVED", "Measurement", "observe", "measure",
            "transform_names", "sample_observations", "Counterexample", "CheckResult",
-           "run_check", "check_strategy", "transform_features", "ProgressBar",
-           "observations_from_rows"]
-
-
-def _main(argv=None) -> int:
-    """`python -m costmodel.criterion FILE --args JSON [--ctg JSON] [--transform T]
-    [--evm E] [--fn NAME]`: `chad cost`'s report for any transform of
-    transform_names() (naive-ho included). Exit 1 when the bound does not hold."""
-    import argparse
-    import sys
-
-    from chad.api import UNSET, load
-    from chad.errors import ChadError
-
-    p = argparse.ArgumentParser(prog="python -m costmodel.criterion")
-    p.add_argument("file")
-    p.add_argument("--args", required=True)
-    p.add_argument("--ctg")
-    p.add_argument("--fn")
-    p.add_argument("--transform", default="efficient")
-    p.add_argument("--evm", default="array")
-    a = p.parse_args(argv)
-    try:
-        with open(a.file, encoding="utf-8") as f:
-            prog = load(f.read(), a.file)
-        ctg = UNSET if a.ctg is None else json.loads(a.ctg)
-        o = measure(prog, json.loads(a.args), ctg, a.transform, a.evm, a.fn)
-    except (ChadError, OSError, ValueError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    print(json.dumps(dict(zip(["primal_steps", "gradient_steps", "ctg_size", "params"],
-                              o.as_row()), bound=o.bound(), holds=o.holds())))
-    return 0 if o.holds() else 1
-
-
-if __name__ == "__main__":
-    import sys
-
-    sys.exit(_main())
+           "run_check", "check_strategy", "transform_features", "ProgressBar"]

@@ -13,6 +13,15 @@ the formalisation's LACM costs, reported by the implementation when `run` runs.
 Environments are one mutable dict per function body, with save/restore around
 binders; a closure copies only its captured variables, so each closure call has a
 private dict (safe when the parallel runtime calls closures from several threads).
+
+Memory (the counting path keeps every residual of the forward pass alive until
+the backward pass has run, so its per-element and per-let size is the peak):
+a closure is two slots, its lambda node and the captured values (no dict of its
+own: the names are the node's), a lambda capturing nothing evaluated again (in
+a build, map or fold body, a called function) gives the same closure object, and
+a chain of lets in body position is one loop, not one recursion per let, so a
+let chain of depth n keeps fewer Python frames alive. None of this changes a
+value or a step count.
 The rules live in the table chad.tables.EVAL: the core rules below register
 themselves there; extensions (arrays, closure conversion) and naive CHAD's dense
 environments register theirs through chad/extend.py (`register_node(eval=...)`).
@@ -21,8 +30,6 @@ environments register theirs through chad/extend.py (`register_node(eval=...)`).
 from __future__ import annotations
 
 from typing import Any
-
-from attrs import frozen
 
 from chad import tables
 from chad.deep import run_deep
@@ -38,6 +45,7 @@ from chad.values import Inj, cells_to_env_tuple, env_tuple_to_cells
 
 _MISSING = object()
 RULES = tables.EVAL  # node class -> rule(evaluator, node, env) -> (value, steps)
+CLOSED_CACHE = 256  # closures of lambdas capturing nothing kept per Evaluator
 
 
 def rule(*classes):
@@ -51,16 +59,60 @@ def rule(*classes):
     return register
 
 
-@frozen(eq=False)
 class Closure:
-    """A function value: parameter, body and the captured variables' values."""
+    """A function value: `code`, the lambda node (its parameter `name`, its `body`
+    and, for a `Lam`, the captured names `captures`), and `values`, the captured
+    values in the order of `code.captures`: () when it captures nothing, the value
+    itself when it captures one variable, a tuple when it captures several. Never
+    mutated; equality is identity. (No dict per closure: a captured dict cost 184
+    bytes of the 240 a closure took, and a chain of lets or a build builds one
+    closure per let or per element for every sub-term.)"""
 
-    param: str
-    body: Any
-    captured: dict
+    __slots__ = ("code", "values")
+
+    def __init__(self, code, values=()):
+        self.code = code
+        self.values = values
+
+    @property
+    def param(self) -> str:
+        return self.code.name
+
+    @property
+    def body(self):
+        return self.code.body
+
+    @property
+    def names(self) -> tuple:
+        """The captured variables' names."""
+        code = self.code
+        return tuple(code.captures) if type(code) is Lam else ()
+
+    @property
+    def captured(self) -> dict:
+        """The captured variables as a dict (built on demand)."""
+        names = self.names
+        if len(names) == 1:
+            return {names[0]: self.values}
+        return dict(zip(names, self.values))
 
     def __repr__(self) -> str:
         return f"<closure \\{self.param}>"
+
+
+class Continuation:
+    """The continuation of a `bind`, x -> (action, ccall) = apply fn x, as a
+    two-slot object (48 bytes; the lambda it replaces, with its default and the
+    cell of the evaluator, took about 320, kept alive until the action has run)."""
+
+    __slots__ = ("ev", "fn")
+
+    def __init__(self, ev, fn):
+        self.ev = ev
+        self.fn = fn
+
+    def __call__(self, x):
+        return self.ev.apply(self.fn, x)
 
 
 class Evaluator:
@@ -69,6 +121,11 @@ class Evaluator:
     def __init__(self, defs: dict[str, Def] | None = None, evm=None):
         self.defs = defs or {}
         self.evm = evm
+        # id(lambda node) -> its closure, for the lambdas capturing nothing (the
+        # closure holds the node, so the id is not reused while cached). At most
+        # CLOSED_CACHE entries: a build body's few lambdas stay cached, a chain of
+        # n lets, whose lambdas are each evaluated once, does not grow it.
+        self._closed: dict[int, Closure] = {}
 
     # ------------------------------------------------------------ helpers
     def bind(self, env: dict, name: str, value, body) -> tuple[Any, int]:
@@ -83,12 +140,31 @@ class Evaluator:
             else:
                 env[name] = old
 
+    def closed(self, t) -> Closure:
+        """The closure of the lambda node t (a Lam or ClosedLam) capturing
+        nothing: one object per node while it stays in the cache."""
+        closed = self._closed
+        c = closed.get(id(t))
+        if c is None:
+            c = Closure(t)
+            if len(closed) >= CLOSED_CACHE:
+                closed.clear()
+            closed[id(t)] = c
+        return c
+
     def apply(self, fn, arg) -> tuple[Any, int]:
         """Call a function value; returns (result, cost of evaluating the body)."""
-        if isinstance(fn, Closure):
-            env = dict(fn.captured)
-            env[fn.param] = arg
-            return self.eval(fn.body, env)
+        if type(fn) is Closure:
+            code = fn.code
+            env = {}
+            if type(code) is Lam:
+                names = code.captures
+                if len(names) == 1:
+                    env[names[0]] = fn.values
+                elif names:
+                    env.update(zip(names, fn.values))
+            env[code.name] = arg
+            return self.eval(code.body, env)
         if callable(fn):  # built-in function values used by extensions
             return fn(arg)
         raise EvalError(f"applying a value that is not a function: {fn!r}")
@@ -143,9 +219,33 @@ def _var(ev, t, env):
 
 @rule(Let)
 def _let(ev, t, env):
-    v, c1 = ev.eval(t.rhs, env)
-    r, c2 = ev.bind(env, t.name, v, t.body)
-    return r, 1 + c1 + c2
+    # let x1 = e1 in let x2 = e2 in ... body, as one loop: each let costs
+    # 1 + c(e_i), the body c(body), as nested ev.bind calls would; the bindings
+    # are restored innermost first, also on an exception. One Python frame for
+    # the chain instead of three per let (a chain of n lets is n deep).
+    names: list = []
+    olds: list = []
+    cost = 0
+    try:
+        while True:
+            v, c1 = ev.eval(t.rhs, env)
+            cost += 1 + c1
+            name = t.name
+            names.append(name)
+            olds.append(env.get(name, _MISSING))
+            env[name] = v
+            t = t.body
+            if type(t) is not Let:
+                break
+        r, c2 = ev.eval(t, env)
+        return r, cost + c2
+    finally:
+        for i in range(len(names) - 1, -1, -1):
+            old = olds[i]
+            if old is _MISSING:
+                del env[names[i]]
+            else:
+                env[names[i]] = old
 
 
 @rule(Prim)
@@ -212,14 +312,20 @@ def _case(ev, t, env):
         r, cb = ev.bind(env, t.lname, v.value, t.lbody)
     else:
         r, cb = ev.bind(env, t.rname, v.value, t.rbody)
-    return r, 2 + c + cb
+    return r, 1 + c + cb
 
 
 @rule(Lam)
 def _lam(ev, t, env):
-    if t.captures is None:
+    caps = t.captures
+    if caps is None:
         raise EvalError("internal: lambda without a capture list", t.loc)
-    return Closure(t.name, t.body, {x: env[x] for x in t.captures}), 1 + len(t.captures)
+    k = len(caps)
+    if k == 1:
+        return Closure(t, env[caps[0]]), 2
+    if k:
+        return Closure(t, tuple([env[x] for x in caps])), 1 + k
+    return ev.closed(t), 1
 
 
 @rule(App)
@@ -253,7 +359,7 @@ def _pure(ev, t, env):
 def _bindevm(ev, t, env):
     mv, c1 = ev.eval(t.m, env)
     kv, c2 = ev.eval(t.k, env)
-    return ev.evm.bind(mv, lambda x, kv=kv: ev.apply(kv, x)), 1 + c1 + c2
+    return ev.evm.bind(mv, Continuation(ev, kv)), 1 + c1 + c2
 
 
 @rule(ThenEVM)

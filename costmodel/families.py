@@ -33,8 +33,8 @@ from chad.terms import (
 )
 from chad.types import UNIT, ArrayT, Fun, Prod, R, Z
 
-from .criterion import Constants, Observation, PROVED, measure
 from .fit import ClosedForm, FitError, Verdict, decide_family, fit_exact
+from .measure import PROVED, Constants, Measurement, measure
 
 
 @frozen
@@ -60,19 +60,8 @@ class Family:
     sizes: tuple[int, ...]  # training sizes
     heldout: tuple[int, ...]  # held-back sizes, used only to verify the fits
     transforms: tuple[str, ...]  # transforms that apply, efficient first
-    requires: str | None = None  # "arrays" / "functions"
+    requires: str | None = None  # the extension it exercises: "arrays" / "functions"
     reference: str = ""
-
-    def available(self) -> bool:
-        if self.requires is None:
-            return True
-        from .generators import available_features
-
-        return available_features()[self.requires]
-
-    def why_unavailable(self) -> str:
-        return (f"the {self.name} family needs chad.{self.requires}, which is not "
-                f"available in this installation")
 
 
 # ----------------------------------------------------------------- the families
@@ -188,7 +177,7 @@ class FamilyResult:
     family: Family
     transform: str
     evm: str
-    points: tuple[Observation, ...]  # training sizes then held-back sizes, in order
+    points: tuple[Measurement, ...]  # training sizes then held-back sizes, in order
     ns: tuple[int, ...]
     fit: FamilyFit | None
     verdict: Verdict | None
@@ -259,7 +248,7 @@ class FamilyResult:
 
 
 def measure_family(family: Family, transform: str, evm: str = "array",
-                   ns=None) -> list[Observation]:
+                   ns=None) -> list[Measurement]:
     ns = tuple(ns) if ns is not None else family.sizes + family.heldout
     out = []
     for n in ns:
@@ -268,7 +257,7 @@ def measure_family(family: Family, transform: str, evm: str = "array",
     return out
 
 
-def fit_family(ns, points: list[Observation], heldout: tuple[int, ...]) -> FamilyFit:
+def fit_family(ns, points: list[Measurement], heldout: tuple[int, ...]) -> FamilyFit:
     train = [(n, o) for n, o in zip(ns, points) if n not in heldout]
     held = [(n, o) for n, o in zip(ns, points) if n in heldout]
 

@@ -57,7 +57,7 @@ def _rows(observations) -> list[tuple[int, int, int, int]]:
     return rows
 
 
-def _reduce(rows, fixed_c1: int | None, fixed_c2: int | None):
+def _reduce(rows):
     """Only the hardest observation per (P, n) matters: G - S <= c*P + c' + c''*n."""
     best: dict[tuple[int, int], tuple[int, int, int, int]] = {}
     for r in rows:
@@ -72,7 +72,7 @@ def smallest_c(observations, c1: int = 5, c2: int = 4) -> ConstantFit:
     """The smallest integer c >= 0 with G <= c1 + c*P + S + c2*n for every observation."""
     import z3
 
-    rows = _reduce(_rows(observations), c1, c2)
+    rows = _reduce(_rows(observations))
     opt = z3.Optimize()
     c = z3.Int("c")
     opt.add(c >= 0)
@@ -96,7 +96,7 @@ def joint_fit(observations, objective: str = "sum") -> ConstantFit:
     everything), so this order mostly reports how large c' and c'' must then be."""
     import z3
 
-    rows = _reduce(_rows(observations), None, None)
+    rows = _reduce(_rows(observations))
     opt = z3.Optimize()
     c, c1, c2 = z3.Ints("c c1 c2")
     opt.add(c >= 0, c1 >= 0, c2 >= 0)

@@ -25,8 +25,7 @@ The language covered is switched by flags:
     `(\\x -> e) a`, and a helper def called from the main one (needs
     chad.functions).
 
-`available_features()` says which of these the installed project supports, and
-`language_programs(...)` is `programs(...)` with every available feature on.
+`language_programs(...)` is `programs(...)` with both of them on.
 `chains(...)` generates programs that apply one construct after another (up to 16
 layers): they measure per-construct constants (`chad check --shape chains`).
 
@@ -44,51 +43,25 @@ import json
 import math
 from typing import Any
 
+import numpy as np
 from attrs import field, frozen
 from hypothesis import strategies as st
 
-from chad.primitives import PRIMITIVES, SIGN_T
+from chad.primitives import SIGN_T
+from chad.printer import print_program
 from chad.terms import (
     Ann, App, Build, Call, Case, Def, Fold, Fst, Index, Inl, Inr, Lam, Length, Let,
-    MapA, Pair, Param, Prim, Program, Snd, Term, Unit, Var,
+    MapA, Pair, Param, Prim, Program, Snd, Term, Unit, Var, map_children,
 )
 from chad.types import BOOL, UNIT, ArrayT, Fun, Int, Prod, R, Real, Sum, Type, UnitT, Z
 from chad.values import Inj
+
+from .measure import run_primal
 
 # Unary real primitives that are total and tame on the inputs we generate.
 SAFE_UNARY = ("NEG", "SIN", "COS", "TANH")
 COMPARISONS = ("LT", "LE", "GT", "GE", "EQ")
 REAL_LITERALS = (1.0, 0.5, 2.0, 1.5, 0.25, 3.0)
-
-
-# ----------------------------------------------------------------- features
-def arrays_available() -> bool:
-    """True when chad.arrays registers build/index/fold with the evaluator and
-    the efficient transform (chad/arrays is installed)."""
-    try:
-        from chad.transform import efficient
-        from costmodel.evaluate import RULES
-
-        rules = getattr(efficient, "RULES", {})
-        return Build in RULES and Index in RULES and Build in rules and Index in rules
-    except Exception:  # pragma: no cover - defensive: a half-written extension
-        return False
-
-
-def functions_available() -> bool:
-    """True when chad.functions lets the efficient transform differentiate
-    lambdas and applications (chad/functions is installed)."""
-    try:
-        from chad.transform import efficient
-
-        rules = getattr(efficient, "RULES", {})
-        return Lam in rules and App in rules
-    except Exception:  # pragma: no cover
-        return False
-
-
-def available_features() -> dict[str, bool]:
-    return {"arrays": arrays_available(), "functions": functions_available()}
 
 
 # ----------------------------------------------------------------- generated cases
@@ -113,12 +86,7 @@ class GenCase:
         return Program(tuple(self.helpers) + (self.defn,))
 
     def source(self) -> str:
-        """The program in surface syntax (chad.printer; a built-in printer for the
-        generated forms while chad.printer is not available)."""
-        try:
-            from chad.printer import print_program
-        except ImportError:
-            return print_surface(self.program)
+        """The program in surface syntax (chad.printer)."""
         return print_program(annotate_injections(self.program))
 
     def args_json(self) -> list:
@@ -343,10 +311,6 @@ class Binding:
     bound: int | None = None
 
 
-def _bindings(ctx) -> list[Binding]:
-    return [b if isinstance(b, Binding) else Binding(b[0], b[1]) for b in ctx]
-
-
 def _paths(ty: Type, want: Type, depth: int):
     """Projection paths (tuples of 0 = fst, 1 = snd) from ty to want."""
     if depth > 0 and isinstance(ty, Prod):
@@ -357,8 +321,9 @@ def _paths(ty: Type, want: Type, depth: int):
                 yield (side,) + p
 
 
-class _Gen:
-    """One program's generation state (fresh names, node budget)."""
+class _TypedTermGen:
+    """Generates the typed core terms of one program, node by node, from
+    hypothesis's draws (its state: fresh names, node budget)."""
 
     def __init__(self, draw, max_depth: int, *, max_size: int | None = None,
                  arrays: bool = False, functions: bool = False, helpers=()):
@@ -664,15 +629,6 @@ class _Gen:
 
 
 @st.composite
-def terms_in(draw, ctx: list, ty: Type, max_depth: int = 4, *, max_size: int | None = None,
-             arrays: bool = False, functions: bool = False):
-    """A typed term of type ty in context ctx (a list of (name, type) pairs or
-    Bindings)."""
-    return _Gen(draw, max_depth, max_size=max_size, arrays=arrays,
-                functions=functions).term(_bindings(ctx), ty, 0)
-
-
-@st.composite
 def programs(draw, max_depth: int = 4, max_params: int = 3, result: Type | None = None,
              param_types: st.SearchStrategy | None = None, *, type_depth: int = 2,
              max_size: int | None = None, arrays: bool = False, functions: bool = False,
@@ -688,8 +644,6 @@ def programs(draw, max_depth: int = 4, max_params: int = 3, result: Type | None 
     arrays, functions   switch on the array / function forms (see the module doc)
     finite      reject cases whose value is not finite (inf/nan)
     """
-    from costmodel.evaluate import Evaluator
-
     if param_types is None:
         param_types = (wide_types(type_depth, arrays) if wide else types(type_depth, arrays))
     # a list, so that hypothesis shrinks by deleting parameters
@@ -702,8 +656,8 @@ def programs(draw, max_depth: int = 4, max_params: int = 3, result: Type | None 
     helpers = []
     if functions and draw(st.booleans()):
         helpers.append(draw(_helper_defs(max(1, max_depth - 2), arrays)))
-    gen = _Gen(draw, max_depth, max_size=max_size, arrays=arrays, functions=functions,
-               helpers=helpers)
+    gen = _TypedTermGen(draw, max_depth, max_size=max_size, arrays=arrays,
+                        functions=functions, helpers=helpers)
     if isinstance(ty, ArrayT):
         body, _ = gen.array_term(ctx, ty.elem, 0)
     else:
@@ -728,7 +682,7 @@ def _helper_defs(draw, max_depth: int, arrays: bool):
     ptys = [draw(types(1)) for _ in range(draw(st.integers(1, 2)))]
     params = tuple(Param(f"y{i + 1}", t) for i, t in enumerate(ptys))
     res = draw(st.sampled_from([R, R, Prod(R, R)]))
-    gen = _Gen(draw, max_depth, arrays=False, functions=False)
+    gen = _TypedTermGen(draw, max_depth, arrays=False, functions=False)
     body = gen.term([Binding(p.name, p.ty) for p in params], res, 0)
     return Def("g", params, res, body)
 
@@ -739,14 +693,7 @@ def _length_of(value, ty: Type) -> int | None:
 
 def evaluate_case(defn: Def, args, helpers=()):
     """The value of `defn` on `args` (helpers are the defs it may call)."""
-    from chad.deep import run_deep
-    from chad.values import value_from_json
-    from costmodel.evaluate import Evaluator
-
-    defs = {d.name: d for d in list(helpers) + [defn]}
-    env = {p.name: value_from_json(p.ty, a, f"args[{i}]")
-           for i, (p, a) in enumerate(zip(defn.params, args))}
-    value, _ = run_deep(Evaluator(defs).eval, defn.body, env)
+    value, _ = run_primal(Program(tuple(helpers) + (defn,)), args)
     return value
 
 
@@ -762,49 +709,14 @@ def _fill_captures(program: Program) -> Program:
 def annotate_injections(program: Program) -> Program:
     """The program with every injection ascribed, `(inl e : A + B)`, so that its
     printed form type checks (the checker cannot infer an injection's other side)."""
-    import attrs
 
-    def go(t):
-        if not isinstance(t, Term):
-            return t
-        changes = {}
-        for f in attrs.fields(type(t)):
-            v = getattr(t, f.name)
-            if isinstance(v, Term):
-                changes[f.name] = go(v)
-            elif isinstance(v, tuple) and v and isinstance(v[0], Term):
-                changes[f.name] = tuple(go(x) for x in v)
-        t2 = attrs.evolve(t, **changes) if changes else t
-        if changes:
-            object.__setattr__(t2, "ty", t.ty)
-            object.__setattr__(t2, "loc", t.loc)
+    def go(t: Term) -> Term:
+        t2 = map_children(t, go)
         if isinstance(t, (Inl, Inr)) and t.ty is not None:
             return Ann(t2, t.ty, ty=t.ty)
         return t2
 
     return Program(tuple(Def(d.name, d.params, d.result, go(d.body)) for d in program.defs))
-
-
-def strip_annotations(t):
-    """The term without `Ann` nodes (what the checker returns)."""
-    import attrs
-
-    if isinstance(t, Ann):
-        return strip_annotations(t.expr)
-    if not isinstance(t, Term):
-        return t
-    changes = {}
-    for f in attrs.fields(type(t)):
-        v = getattr(t, f.name)
-        if isinstance(v, Term):
-            changes[f.name] = strip_annotations(v)
-        elif isinstance(v, tuple) and v and isinstance(v[0], Term):
-            changes[f.name] = tuple(strip_annotations(x) for x in v)
-    if not changes:
-        return t
-    t2 = attrs.evolve(t, **changes)
-    object.__setattr__(t2, "ty", t.ty)
-    return t2
 
 
 _BIN = {"ADD": "+", "MUL": "*", "IADD": "+", "IMUL": "*", "DIV": "/", "LT": "<",
@@ -816,8 +728,9 @@ _UN = {"SIN": "sin", "COS": "cos", "TANH": "tanh", "EXP": "exp", "LOG": "log",
 
 def print_surface(program: Program) -> str:
     """A plain printer of generated programs in the surface syntax of
-    docs/language.md (fully parenthesised, injections ascribed). chad.printer is the
-    project's printer; this one only serves while it is not installed."""
+    docs/language.md (fully parenthesised, injections ascribed). Nothing in the
+    project prints with it (GenCase.source uses chad.printer); its one user is
+    tests/test_check_generators.py, which checks that it parses back."""
     out = []
     for d in program.defs:
         params = ", ".join(f"{p.name} : {p.ty}" for p in d.params)
@@ -886,13 +799,8 @@ def is_finite(v) -> bool:
         return all(is_finite(x) for x in v)
     if isinstance(v, Inj):
         return is_finite(v.value)
-    try:
-        import numpy as np
-
-        if isinstance(v, np.ndarray):
-            return bool(np.all(np.isfinite(v))) if v.dtype.kind == "f" else True
-    except ImportError:  # pragma: no cover
-        pass
+    if isinstance(v, np.ndarray):
+        return bool(np.all(np.isfinite(v))) if v.dtype.kind == "f" else True
     return True
 
 
@@ -1003,16 +911,13 @@ def chains(draw, max_layers: int = 16, *, arrays: bool = False, functions: bool 
 
 
 def language_programs(max_depth: int = 4, max_params: int = 3, **kw) -> st.SearchStrategy:
-    """`programs(...)` over the whole language as installed: arrays and functions
-    switched on when the project supports them (available_features())."""
-    feats = available_features()
-    kw.setdefault("arrays", feats["arrays"])
-    kw.setdefault("functions", feats["functions"])
+    """`programs(...)` over the whole language: arrays and functions included."""
+    kw.setdefault("arrays", True)
+    kw.setdefault("functions", True)
     return programs(max_depth=max_depth, max_params=max_params, **kw)
 
 
-__all__ = ["GenCase", "Binding", "programs", "language_programs", "chains", "terms_in", "types",
+__all__ = ["GenCase", "Binding", "programs", "language_programs", "chains", "types",
            "wide_types", "values_of", "sparse_ctgs", "is_finite", "ctg_to_json",
-           "available_features", "arrays_available", "functions_available",
-           "annotate_injections", "strip_annotations", "print_surface", "evaluate_case",
-           "type_size", "PRIMITIVES"]
+           "annotate_injections", "print_surface", "evaluate_case",
+           "type_size"]

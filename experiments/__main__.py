@@ -51,9 +51,6 @@ def families(out: str, quick: bool = False) -> str:
           "and z3's verdict on `exists c, c' >= 0. forall n: gradient(n) <= c*primal(n) + "
           "c' + size(ctg)(n) + 4*|params|(n)`.", ""]
     for fam in FAMILIES.values():
-        if not fam.available():
-            md += [f"## {fam.name}", "", f"skipped: {fam.why_unavailable()}", ""]
-            continue
         results = [study(fam, t) for t in fam.transforms]
         md += [f"## {fam.name}", "", f"`{fam.description}` — {fam.reference}", ""]
         header = ["n", "primal"] + [f"gradient ({r.transform})" for r in results] + \
@@ -131,8 +128,8 @@ def _let_chain(n: int):
 
 
 def runtimes(out: str, quick: bool = False) -> str:
-    from costmodel.criterion import measure
     from costmodel.families import t_magic
+    from costmodel.measure import measure
 
     ns = [8, 16, 32, 64, 128] if quick else [8, 16, 32, 64, 128, 256, 512, 1024]
     progs = {
@@ -150,9 +147,10 @@ def runtimes(out: str, quick: bool = False) -> str:
         rows, xs, wm, wa = [], [], [], []
         for n in ns:
             prog, args, ctg = make(n)
-            om, work_map = measure(prog, args, ctg, "efficient", "map", with_work=True)
-            oa, work_arr = measure(prog, args, ctg, "efficient", "array", with_work=True)
+            om = measure(prog, args, ctg, "efficient", "map", with_work=True)
+            oa = measure(prog, args, ctg, "efficient", "array", with_work=True)
             assert om.gradient_steps == oa.gradient_steps
+            work_map, work_arr = om.work, oa.work
             rows.append([n, om.gradient_steps, work_map, work_arr,
                          f"{work_map / work_arr:.2f}", f"{work_map / (n * math.log2(n)):.2f}",
                          f"{work_arr / n:.2f}"])
@@ -188,22 +186,16 @@ def runtimes(out: str, quick: bool = False) -> str:
 
 
 def ratios(out: str, quick: bool = False, seed: int = 0) -> str:
-    from costmodel.criterion import check_strategy, sample_observations, transform_names
+    from costmodel.criterion import check_strategy, sample_observations
     from costmodel.fit import smallest_c
-    from costmodel.generators import available_features
 
-    feats = available_features()
     n = 60 if quick else 300
-    names = transform_names()
-    fragments = [("first-order", {"arrays": False, "functions": False},
-                  [t for t in ("efficient", "naive") if t in names])]
-    if feats["arrays"]:
-        fragments.append(("arrays", {"arrays": True, "functions": False}, ["efficient"]))
-    if feats["functions"]:
-        fragments.append(("functions", {"arrays": False, "functions": True},
-                          [t for t in ("efficient", "naive-ho") if t in names]))
-    fragments.append(("chains", {"arrays": feats["arrays"], "functions": feats["functions"],
-                                 "shape": "chains"}, ["efficient"]))
+    fragments = [
+        ("first-order", {"arrays": False, "functions": False}, ["efficient", "naive"]),
+        ("arrays", {"arrays": True, "functions": False}, ["efficient"]),
+        ("functions", {"arrays": False, "functions": True}, ["efficient", "naive-ho"]),
+        ("chains", {"arrays": True, "functions": True, "shape": "chains"}, ["efficient"]),
+    ]
     md = ["# (c) Gradient/primal step ratios over generated programs", "",
           f"{n} programs per fragment (`chad check`'s generator, seed {seed}), each measured "
           "under every transform that applies. `c needed` is (gradient - 5 - size(ctg) - "

@@ -2,30 +2,37 @@
 `sequence` may run their independent actions concurrently on a thread pool.
 
 This is safe because the monad is an *accumulation* monad: actions only ever
-`add` (commutatively, associatively) into cells, and never read them. The only
-reads are `scope`'s final read of its own cell, after every task that could add
-to it has been joined. So the order in which concurrent branches add does not
-matter (up to floating-point rounding), and the abstract cost of a run does not
-depend on the interleaving either (see docs/runtimes.md).
+`add` into cells, and never read them. The only reads are `scope`'s final read
+of its own cell, after every task that could add to it has been joined.
+
+Determinism: the result is the sequential one, bit for bit
+--------------------------------------------------------------
+Floating-point addition is not associative, so adding into shared cells in
+thread-completion order would make the last bits of a gradient vary from run to
+run. Instead, a forked task never touches a cell that existed when it was
+forked: it appends each such `add` to its own *log* (level, value), and the
+forking thread replays the log, in order, at the join — after its own side,
+which comes first in program order. Every cell therefore receives exactly the
+`plusv` calls of the sequential (array) runtime, with the same arguments in the
+same order: the final cells, the results of every `scope` and the abstract
+cost (each `plusv`'s steps are counted when it is replayed) are identical to
+the array runtime's, independently of the scheduling. No locks are needed.
 
 Representation
 --------------
-* A cell is a box: a one-element list `[value]`, so that two views can share it.
-* A *view* (`_Ctx`) maps levels to boxes in two parts: `lower`, a list of
-  boxes for the levels < `base`, which is never resized once shared (it may be
-  longer than `base`; the extra entries are dead), and `own`, the view's private
-  stack of boxes for levels >= base, where its `scope`s push and pop.
-* A fork keeps the forking thread's view for one side and gives the other side
-  (the pool task) a new view with the same `lower` list and `base` and an empty
-  `own` stack, after first *flattening* the forking view (lower := lower[:base]
-  + own, base += len(own), own := []) if its own stack is not empty. Both sides then share the boxes of every level that
-  exists at the fork, and each pushes its scope cells on its own private stack,
-  so sibling scopes never collide. A fork costs O(1) when no scope was pushed
-  since the view's last fork, otherwise one O(|cells|) copy of references.
-  A `scope` that pops below a flattened view's base just lowers the base.
-* `add` updates a box under a lock striped by level (`level % stripes`): the
-  same box always has the same level, so all updates of one box are serialised
-  and none is lost; boxes at other levels mostly use other locks.
+* A *view* (`_Ctx`) is one task's state: `base`, the number of cells that
+  existed when the task was forked (0 for the root), `cells`, the values of the
+  levels >= base (a stack, where the task's `scope`s push and pop, as in the
+  array runtime), and `log`, its adds to levels < base in program order.
+* A fork runs one side inline on the forking view and gives the other side
+  (the pool task) a new view with base = all the levels of the forking view,
+  no cells and an empty log. At the join the forking thread applies the task's
+  log to its own view: an entry for a level the view owns is added to its
+  cell, any other is appended to the view's own log (to be replayed at the next
+  join up). A fork costs O(1); a logged add costs O(1) per join it passes.
+* `work` counts what the array runtime counts, so it does not depend on the
+  scheduling either: one per add (when it reaches its cell), one per scope,
+  |env| per run. `forks` counts the forks whose pool side ran on a pool thread.
 * An action is a `PAction(fn, weight)`; `fn(ctx) -> (result, cost)`. The static
   `weight` (number of constructors, with a bind counted as heavy because its
   continuation is unknown) decides whether a `then` forks: only if both sides
@@ -38,21 +45,24 @@ only ever waits for a task that is already running on another thread and was
 forked deeper in the same tree, so waits cannot form a cycle and no task waits
 for a free worker.
 
-Pool threads are created up front with a 512 MiB stack (as chad/deep.py does),
-because actions may recurse deeply, and each runs `thread_init` once if one is
-given (by default they are marked for chad.deep.run_deep).
+Pool threads are created up front with a big stack (chad.deep.STACK_BYTES, set
+and restored under chad.deep's lock), because actions may recurse deeply, and
+each runs `thread_init` once if one is given (by default they are marked for
+chad.deep.run_deep). A pool task raises the recursion limit only while it
+runs (chad.deep.deep_recursion_limit), so the process's limit is the caller's
+again when nothing runs.
 """
 
 from __future__ import annotations
 
 import bisect
 import math
-import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Sequence
 
-from chad.deep import RECURSION_LIMIT, STACK_BYTES, mark_deep_thread
+from chad import deep
+from chad.deep import deep_recursion_limit, mark_deep_thread, thread_stack_size
 from chad.linear import plusv as default_plus
 
 from .array_evm import check_level, out_of_range
@@ -60,7 +70,7 @@ from .protocol import Continuation, EVMBase, Plus
 
 DEFAULT_WORKERS = 8
 DEFAULT_GRAIN = 64
-DEFAULT_STRIPES = 64
+DEFAULT_STRIPES = 64  # accepted for compatibility; adds no longer take locks
 
 
 class PAction:
@@ -80,25 +90,13 @@ class _Ctx:
     """One task's view of the cells and its own work count (used by one thread
     at a time: the task's, or the forking thread's for the inline side)."""
 
-    __slots__ = ("lower", "base", "own", "work")
+    __slots__ = ("base", "cells", "log", "work")
 
-    def __init__(self, lower: list, base: int):
-        self.lower = lower  # boxes of levels < base; never resized
-        self.base = base
-        self.own: list = []  # boxes of levels >= base
+    def __init__(self, base: int, cells: list):
+        self.base = base    # the levels < base belong to the forking task
+        self.cells = cells  # values of the levels >= base
+        self.log: list = []  # (level, value) for the adds to levels < base, in order
         self.work = 0
-
-    def flatten(self) -> None:
-        """Move the private boxes into a new lower list, so it can be shared."""
-        own = self.own
-        if own:
-            self.lower = self.lower[:self.base] + own
-            self.work += self.base + len(own)
-            self.base += len(own)
-            self.own = []
-
-    def boxes(self) -> list:
-        return self.lower[:self.base] + self.own
 
 
 _SHARED_POOLS: dict[tuple, ThreadPoolExecutor] = {}
@@ -106,15 +104,18 @@ _SHARED_LOCK = threading.Lock()
 
 
 class ParallelEVM(EVMBase):
-    """EVM over a shared stack of locked cells with task-parallel then/sequence.
+    """EVM over a stack of cells with task-parallel then/sequence, deterministic:
+    results, cells and costs are the array runtime's (see the module docstring).
     `plus`: the cells' monoid (default: chad.linear.plusv); `thread_init`:
     run once on each pool thread (default: mark it as a big-stack thread for
-    chad.deep.run_deep, which then runs inline)."""
+    chad.deep.run_deep, which then runs inline); `stack_bytes`: the pool
+    threads' stack size (default chad.deep.STACK_BYTES); `stripes`: accepted
+    and checked for compatibility, unused (adds take no locks)."""
 
     name = "parallel"
 
     def __init__(self, max_workers: int = DEFAULT_WORKERS, grain: int = DEFAULT_GRAIN,
-                 stripes: int = DEFAULT_STRIPES, stack_bytes: int = STACK_BYTES,
+                 stripes: int = DEFAULT_STRIPES, stack_bytes: int | None = None,
                  plus: Plus | None = None,
                  thread_init: Callable[[], None] | None = mark_deep_thread):
         if not isinstance(max_workers, int) or max_workers < 1:
@@ -125,11 +126,9 @@ class ParallelEVM(EVMBase):
             raise ValueError(f"stripes must be a positive int, got {stripes!r}")
         self.max_workers = max_workers
         self.grain = grain
-        self.stack_bytes = stack_bytes
+        self.stack_bytes = stack_bytes if stack_bytes is not None else deep.STACK_BYTES
         self.plus = plus if plus is not None else default_plus
         self.thread_init = thread_init
-        self._locks = [threading.Lock() for _ in range(stripes)]
-        self._nstripes = stripes
         self._executor: ThreadPoolExecutor | None = None
         self._pool_lock = threading.Lock()
         self._work_lock = threading.Lock()
@@ -164,8 +163,6 @@ class ParallelEVM(EVMBase):
             return ex
 
     def _new_pool(self) -> ThreadPoolExecutor:
-        if sys.getrecursionlimit() < RECURSION_LIMIT:
-            sys.setrecursionlimit(RECURSION_LIMIT)
         n = self.max_workers
         ex = ThreadPoolExecutor(max_workers=n, thread_name_prefix="chad-evm",
                                 initializer=self.thread_init)
@@ -173,12 +170,8 @@ class ParallelEVM(EVMBase):
         # of them now, while the big stack size is in force: n tasks that wait
         # for each other at a barrier force n distinct threads.
         barrier = threading.Barrier(n)
-        old = threading.stack_size()
-        threading.stack_size(self.stack_bytes)
-        try:
+        with thread_stack_size(self.stack_bytes):
             futs = [ex.submit(barrier.wait, 60) for _ in range(n)]
-        finally:
-            threading.stack_size(old)
         for f in futs:
             f.result()
         return ex
@@ -195,30 +188,47 @@ class ParallelEVM(EVMBase):
             self._executor = None
 
     def _fork(self, ctx: _Ctx, fa: Callable, fb: Callable):
-        """Run fa(ctx) here and fb concurrently in a private view; both joined.
-        Returns (ra, ca, rb, cb)."""
-        ctx.flatten()
-        sub = _Ctx(ctx.lower, ctx.base)  # shares every box that exists now
+        """Run fa(ctx) here and fb concurrently in a private view, then replay
+        fb's adds to ctx's levels after fa's: the sequential order. Returns
+        (ra, ca, rb, cb)."""
+        sub = _Ctx(ctx.base + len(ctx.cells), [])
 
         def task():
-            rb, cb = fb(sub)
-            return rb, cb, sub.work
+            with deep_recursion_limit():  # a pool thread has a big stack
+                return fb(sub)
 
         fut = self._pool().submit(task)
         try:
             ra, ca = fa(ctx)
         except BaseException:
             if not fut.cancel():
-                fut.exception()  # wait: no task may touch the cells after we return
+                fut.exception()  # wait: no task may run after we return
             raise
         if fut.cancel():  # not started: run it here, sequentially after fa
             rb, cb = fb(ctx)
         else:
-            rb, cb, w = fut.result()
-            ctx.work += w
+            rb, cb = fut.result()
+            cb += self._replay(ctx, sub.log)
+            ctx.work += sub.work
             with self._work_lock:
                 self.forks += 1
         return ra, ca, rb, cb
+
+    def _replay(self, ctx: _Ctx, log: list) -> int:
+        """Apply a joined task's logged adds to ctx, in order; their plusv steps."""
+        plusv = self.plus
+        base, cells, up = ctx.base, ctx.cells, ctx.log
+        steps = applied = 0
+        for entry in log:
+            i = entry[0] - base
+            if i >= 0:
+                cells[i], c = plusv(entry[1], cells[i])
+                steps += c
+                applied += 1
+            else:
+                up.append(entry)
+        ctx.work += applied  # an add counts once, when it reaches its cell
+        return steps
 
     # building actions ---------------------------------------------------------
     def pure(self, x: Any) -> PAction:
@@ -254,21 +264,17 @@ class ParallelEVM(EVMBase):
     def add(self, level: int, value: Any) -> PAction:
         check_level(level)
         plusv = self.plus
-        lock = self._locks[level % self._nstripes]
-        acquire, release = lock.acquire, lock.release
+        entry = (level, value)
 
         def fn(ctx):
             i = level - ctx.base
-            try:
-                box = ctx.own[i] if i >= 0 else ctx.lower[level]
-            except IndexError:
-                raise out_of_range(level, ctx.base + len(ctx.own)) from None
-            acquire()  # read-modify-write of a possibly shared box
-            try:
-                new, c = plusv(value, box[0])
-                box[0] = new
-            finally:
-                release()
+            if i < 0:  # a cell of the task that forked this one: replayed at the join
+                ctx.log.append(entry)
+                return None, 1  # + the plusv steps (and the work), counted when replayed
+            cells = ctx.cells
+            if i >= len(cells):
+                raise out_of_range(level, ctx.base + len(cells))
+            cells[i], c = plusv(value, cells[i])
             ctx.work += 1
             return None, 1 + c
 
@@ -278,17 +284,14 @@ class ParallelEVM(EVMBase):
         mf = m.fn
 
         def fn(ctx):
-            ctx.own.append([init])
+            cells = ctx.cells
+            cells.append(init)
             try:
                 r, c = mf(ctx)
             finally:
-                if ctx.own:  # (a fork inside m may have flattened the view)
-                    box = ctx.own.pop()
-                else:
-                    ctx.base -= 1
-                    box = ctx.lower[ctx.base]
+                out = cells.pop()
             ctx.work += 1
-            return (box[0], r), 1 + c
+            return (out, r), 1 + c
 
         return PAction(fn, 1 + m.weight)
 
@@ -338,13 +341,11 @@ class ParallelEVM(EVMBase):
 
     # running --------------------------------------------------------------------
     def run(self, m: PAction, env: list) -> tuple[Any, list, int]:
-        boxes = [[v] for v in env]
-        ctx = _Ctx(boxes, len(boxes))
+        ctx = _Ctx(0, list(env))  # the root view owns every cell: it logs nothing
         r, c = m.fn(ctx)
-        out = [box[0] for box in ctx.boxes()]
         with self._work_lock:
-            self.work += ctx.work + 2 * len(env)
-        return r, out, 1 + len(env) + c
+            self.work += ctx.work + len(env)
+        return r, ctx.cells, 1 + len(env) + c
 
     def __repr__(self) -> str:
         return f"ParallelEVM(max_workers={self.max_workers}, grain={self.grain})"

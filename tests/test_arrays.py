@@ -12,17 +12,17 @@ import numpy as np
 import pytest
 
 import chad
-from chad.api import _defs, decode_args
+from chad.api import decode_args
 from chad.arrays import bag as B
 from chad.arrays.nodes import BOneT, Gather
 from chad.cli import main as cli_main
-from chad.cotangents import ctg_from_json
-from chad.deep import run_deep
 from chad.errors import EvalError, UsageError
 from chad.linear import L_R, LPairT, phi, plusv, size, zerov
+from chad.terms import subterms
 from chad.transform.efficient import SPEC
 from chad.types import ArrayT
-from costmodel.evaluate import Evaluator
+from chad.values import env_tuple_to_cells
+from costmodel.measure import measure
 from tests.fd import fd_gradient, get
 
 EVMS = ["spec", "map", "array", "parallel"]
@@ -148,32 +148,15 @@ def test_a_deep_bplus_chain_is_collected_without_recursion():
 
 
 def _final_cells(src, args, ctg, evm="array"):
-    prog = chad.load(src)
-    d = prog.find(None)
-    env = decode_args(d, args)
-    ev = Evaluator(_defs(prog), chad.make_evm(evm))
-    (value, bp), _ = run_deep(ev.eval, run_deep(SPEC.forward_term, d), dict(env))
-    cells, _ = run_deep(SPEC.backward, ev, bp, ctg_from_json(d.result, ctg, "ctg", value), d)
-    return cells, ev
+    """The cells after the gradient (TH2's term `run (...) zero-env` evaluates to
+    (result, final cells)): one sparse cotangent per parameter; and the EVM."""
+    machine = chad.make_evm(evm)
+    m = measure(chad.load(src), args, ctg, evm=machine)
+    return env_tuple_to_cells(m.result[1]), machine
 
 
 def _nodes(t, cls):
-    import attrs
-
-    out = []
-    stack = [t]
-    while stack:
-        x = stack.pop()
-        if isinstance(x, cls):
-            out.append(x)
-        if attrs.has(type(x)):
-            for f in attrs.fields(type(x)):
-                v = getattr(x, f.name)
-                if isinstance(v, tuple):
-                    stack.extend(v)
-                else:
-                    stack.append(v)
-    return out
+    return [x for x in subterms(t) if isinstance(x, cls)]
 
 
 def test_gather_build_is_one_barray_not_n_singletons():
@@ -224,8 +207,8 @@ def test_length_and_integer_arrays():
 def test_parallel_runtime_forks_on_big_sequences_and_trees():
     for src in ["def f(a : Array R) : R = sum (map (\\x -> sin x * x) a)",
                 "def f(a : Array R) : R = fold (\\p -> fst p * snd p + sin (fst p)) a"]:
-        cells, ev = _final_cells(src, [list(np.linspace(0, 1, 300))], 1.0, evm="parallel")
-        assert ev.evm.forks > 0
+        cells, machine = _final_cells(src, [list(np.linspace(0, 1, 300))], 1.0, evm="parallel")
+        assert machine.forks > 0
         ref, _ = _final_cells(src, [list(np.linspace(0, 1, 300))], 1.0, evm="array")
         np.testing.assert_allclose(B.to_dense(cells[0], 300, L_R), B.to_dense(ref[0], 300, L_R),
                                    rtol=1e-12)

@@ -32,8 +32,9 @@ PARAMS = ("a : Array R, b : Array R, x : R, k : Z, p : Array Z, "
 PRELUDE = "def sq(y : R) : R = y * y\n"
 
 
-class _Gen:
-    """One program: a counter for fresh names and hypothesis' draw."""
+class _ArraySourceGen:
+    """Generates the source text of one array program over PARAMS: a counter for
+    fresh names and hypothesis' draw."""
 
     def __init__(self, draw, n: int, k: int):
         self.draw = draw
@@ -145,7 +146,7 @@ def array_programs(draw, max_depth: int = 3):
     """(source text, args, ctg) of a generated array program."""
     n = draw(st.integers(1, 4))
     k = draw(st.integers(1, 3))
-    g = _Gen(draw, n, k)
+    g = _ArraySourceGen(draw, n, k)
     floats = st.floats(-2.0, 2.0, allow_nan=False).map(lambda v: round(v, 3))
     a = draw(st.lists(floats, min_size=n, max_size=n))
     b = draw(st.lists(floats, min_size=n, max_size=n))

@@ -5,7 +5,6 @@ programs."""
 
 from __future__ import annotations
 
-import pytest
 from hypothesis import HealthCheck, Phase, find, given, settings
 from hypothesis import strategies as st
 
@@ -16,13 +15,12 @@ from chad.terms import App, Build, Lam, Prim
 from chad.types import ArrayT, Prod, R
 from chad.values import Inj, value_from_json
 from costmodel.generators import (
-    GenCase, annotate_injections, available_features, chains, ctg_to_json, language_programs,
+    GenCase, annotate_injections, chains, ctg_to_json, language_programs,
     print_surface, programs, sparse_ctgs, tuple_types, type_size, types, values_of,
 )
 
 SETTINGS = settings(max_examples=80, deadline=None, database=None,
                     suppress_health_check=list(HealthCheck), phases=[Phase.generate])
-FEATURES = available_features()
 
 
 def _nodes(t, cls) -> int:
@@ -76,7 +74,7 @@ def test_sparse_zero_cotangents_are_generated():
 def test_printing_without_the_project_printer_is_surface_syntax():
     """print_surface (the fallback printer) also parses back."""
     case = find(programs(max_depth=3), lambda c: _nodes(c.defn.body, Prim) >= 3,
-                settings=settings(database=None, max_examples=500))
+                settings=settings(database=None, deadline=None, max_examples=500))
     assert check_program(parse_program(print_surface(case.program))).defs == case.program.defs
 
 
@@ -88,7 +86,7 @@ def test_shrinking_gives_small_readable_programs():
         return cost(c.program, list(c.args), c.ctg).primal_steps >= 6
 
     case = find(programs(max_depth=4), big,
-                settings=settings(database=None, max_examples=500, derandomize=True))
+                settings=settings(database=None, deadline=None, max_examples=500, derandomize=True))
     assert len(case.source()) < 300, case.source()
     assert len(case.defn.params) <= 2
     assert cost(case.program, list(case.args), case.ctg).primal_steps <= 10
@@ -96,7 +94,7 @@ def test_shrinking_gives_small_readable_programs():
 
 def test_tuple_types_shrink_to_the_fewest_components():
     t = find(tuple_types(48), lambda t: type_size(t) >= 21,
-             settings=settings(database=None, max_examples=300))
+             settings=settings(database=None, deadline=None, max_examples=300))
     assert type_size(t) == 21  # 11 components: 11 leaves + 10 pairs
     assert str(t).count("R") == 11
 
@@ -108,16 +106,16 @@ def test_values_of_large_types_come_from_one_seed():
     from costmodel.generators import _pseudo_value
 
     t = find(tuple_types(48), lambda t: type_size(t) > 40,
-             settings=settings(database=None, max_examples=300))
+             settings=settings(database=None, deadline=None, max_examples=300))
     for s in (0, 1, 7, 2**20):
         v = _pseudo_value(t, s)
         value_from_json(t, v)
         assert _pseudo_value(t, s) == v  # deterministic in the seed
     assert _pseudo_value(t, 1) != _pseudo_value(t, 7)  # ... and the seed matters
-    smallest = find(values_of(t), lambda v: True, settings=settings(database=None))
+    smallest = find(values_of(t), lambda v: True, settings=settings(database=None, deadline=None))
     assert smallest == _pseudo_value(t, 0)
     assert all(x is None or x == 1.0 for x in _leaves(smallest))  # 1.0 (and 1) everywhere
-    other = find(values_of(t), lambda v: v != smallest, settings=settings(database=None))
+    other = find(values_of(t), lambda v: v != smallest, settings=settings(database=None, deadline=None))
     assert other == _pseudo_value(t, 1)
 
 
@@ -156,18 +154,16 @@ def test_deterministic_given_the_seed():
     assert collect(5) == collect(5)
 
 
-@pytest.mark.skipif(not FEATURES["arrays"], reason="chad.arrays not available")
 def test_array_forms_are_generated():
     case = find(programs(max_depth=4, arrays=True), lambda c: _nodes(c.defn.body, Build) >= 1,
-                settings=settings(database=None, max_examples=500))
+                settings=settings(database=None, deadline=None, max_examples=500))
     assert "build" in case.source()
 
 
-@pytest.mark.skipif(not FEATURES["functions"], reason="chad.functions not available")
 def test_function_forms_are_generated():
     case = find(programs(max_depth=4, functions=True),
                 lambda c: _nodes(c.defn.body, App) >= 1 and _nodes(c.defn.body, Lam) >= 1,
-                settings=settings(database=None, max_examples=500))
+                settings=settings(database=None, deadline=None, max_examples=500))
     assert "\\" in case.source()
     checked = check_program(annotate_injections(case.program))
     assert checked.defs == case.program.defs  # captures filled in as the checker does
@@ -177,13 +173,13 @@ def test_types_strategy_is_first_order():
     from chad.types import is_first_order
 
     t = find(types(3, arrays=True), lambda t: type_size(t) >= 5,
-             settings=settings(database=None))
+             settings=settings(database=None, deadline=None))
     assert is_first_order(t)
     _ = st  # the module is part of the public API used with hypothesis strategies
 
 
 @SETTINGS
-@given(chains(12, arrays=FEATURES["arrays"], functions=FEATURES["functions"]))
+@given(chains(12, arrays=True, functions=True))
 def test_chains_type_check_and_round_trip(case: GenCase):
     assert check_program(annotate_injections(case.program)).defs == case.program.defs
     assert check_program(parse_program(case.source())).defs == case.program.defs

@@ -15,7 +15,7 @@ from chad.checker import check_program, check_term, free_vars
 from chad.errors import TypeCheckError
 from chad.terms import (
     Ann, App, Build, Call, Case, Def, Fold, Fst, Index, Inl, Inr, Lam, Length, Let, Loc,
-    MapA, Pair, Param, Prim, Program, Snd, Term, Unit, Var,
+    MapA, Pair, Param, Prim, Program, Snd, Term, Unit, Var, subterms,
 )
 from chad.types import BOOL, UNIT, ArrayT, Fun, Prod, R, Sum, Z
 
@@ -78,24 +78,8 @@ def prog_err(p: Program) -> TypeCheckError:
     return info.value
 
 
-def nodes(t):
-    """All term nodes of t (iteratively)."""
-    stack = [t]
-    while stack:
-        n = stack.pop()
-        yield n
-        for f in attrs.fields(type(n)):
-            if f.name in ("loc", "ty"):
-                continue
-            v = getattr(n, f.name)
-            if isinstance(v, Term):
-                stack.append(v)
-            elif isinstance(v, tuple):
-                stack.extend(x for x in v if isinstance(x, Term))
-
-
 def assert_elaborated(t):
-    for n in nodes(t):
+    for n in subterms(t):
         assert n.ty is not None, n
         assert not isinstance(n, Ann)
         if isinstance(n, Lam):
@@ -743,12 +727,7 @@ def test_random_terms_only_type_errors(term, expected):
 
 # ----------------------------------------------------------------- through the parser
 
-try:  # the parser is written at the same time; these run once it exists
-    from chad.parser import parse_program  # type: ignore
-except Exception:  # pragma: no cover
-    parse_program = None
-
-needs_parser = pytest.mark.skipif(parse_program is None, reason="chad/parser.py not available")
+from chad.parser import parse_program  # noqa: E402
 
 
 def _check_src(src: str) -> Program:
@@ -761,7 +740,6 @@ def _src_err(src: str) -> TypeCheckError:
     return info.value
 
 
-@needs_parser
 def test_parsed_program():
     p = _check_src("def sq(x : R) : R = x * x\n"
                    "def f(x : R, n : Z) : R =\n"
@@ -771,24 +749,21 @@ def test_parsed_program():
         assert_elaborated(d.body)
 
 
-@needs_parser
 def test_parsed_int_ops_resolved():
     p = _check_src("def f(n : Z) : Z = n * 2 + 1 - n")
-    ops = {t.op for t in nodes(p.defs[0].body) if isinstance(t, Prim)}
+    ops = {t.op for t in subterms(p.defs[0].body) if isinstance(t, Prim)}
     assert ops <= {"IADD", "IMUL", "INEG", "ILIT"} and "IADD" in ops
 
 
-@needs_parser
 def test_parsed_arrays_and_lambdas():
     p = _check_src("def f(a : Array R, k : R) : R =\n"
                    "  sum (map (\\x -> x * k) a) + fold (\\p -> fst p + snd p) a\n"
                    "  + (build (length a) (\\i -> toreal i)) ! 0\n")
-    lams = [t for t in nodes(p.defs[0].body) if isinstance(t, Lam)]
+    lams = [t for t in subterms(p.defs[0].body) if isinstance(t, Lam)]
     for lam in lams:
         assert lam.param_ty is not None and lam.captures is not None
 
 
-@needs_parser
 def test_parsed_bool_and_injections():
     _check_src("def f(x : R) : Bool = if x < 1.0 then true else false")
     _check_src("def f(x : R) : R + () = if x < 1.0 then inl x else inr ()")
@@ -796,7 +771,6 @@ def test_parsed_bool_and_injections():
     assert "add an ascription" in e.message and e.loc.line == 2
 
 
-@needs_parser
 def test_parsed_error_locations():
     e = _src_err("def f(x : R, n : Z) : R =\n  x + n")
     assert e.message == "expected R, found Z in the second argument of +"
@@ -916,7 +890,6 @@ GOOD_PROGRAMS = [
 ]
 
 
-@needs_parser
 @pytest.mark.parametrize("src", GOOD_PROGRAMS)
 def test_parsed_good_programs(src):
     p = _check_src(src)
@@ -949,7 +922,6 @@ BAD_PROGRAMS = [
 ]
 
 
-@needs_parser
 @pytest.mark.parametrize("src,pos,message", BAD_PROGRAMS)
 def test_parsed_bad_programs(src, pos, message):
     e = _src_err(src)

@@ -18,11 +18,13 @@ the comments.
 
 from __future__ import annotations
 
-import math
+import os
 
 import pytest
 
 import chad
+
+EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples")
 
 SIZES = [1, 2, 3, 5, 8]
 
@@ -380,7 +382,7 @@ def test_dot_product_figures(n):
     """docs/arrays.md: examples/dot.chad at n = 10^5 takes 900,004 primal and
     11,600,110 gradient steps ("9 per element", "about 116 per element"): 9n + 4 and
     116n + 110, checked at small n."""
-    with open("examples/dot.chad") as f:
+    with open(os.path.join(EXAMPLES, "dot.chad")) as f:
         text = f.read()
     a = [float(i) for i in range(n)]
     b = [float(2 * i + 1) for i in range(n)]
@@ -445,3 +447,51 @@ def test_size_of_array_cotangents(n):
     rep = chad.cost(text, [pairs], ctg)
     assert rep.ctg_size == 1 + sum(3 if i % 2 else 1 for i in range(n))
     assert rep.bound == 5 + 34 * rep.primal_steps + rep.ctg_size + 4 * 1
+
+
+def test_bag_plus_gradient():
+    """Two reads of one array: two BOne cotangents, the second added with plusv =
+    BPlus (1). `a ! k + a ! k`:
+      each index derivative: 1 + 3 + (1 + 3 + pair (1 + 5 + 3)) = 17; their pair 35
+      let r5 = .. in ((fst (fst r5), fst (snd r5)), lam): 1 + 35 + (1 + 7 + 2) = 46
+      CHAD t: let r1 = .. in (ADD (fst r1), lam): 1 + 46 + 6 = 53; snd 54
+      body: app 1 + 2 + (let .. lpair c c: 8) + then (4 + 2 x (app 1 + 3 + lfst 2 +
+            (app 1 + 2 + BOne 4 + add 2))) = 1 + 2 + 8 + 34 = 45; m = 1 + 54 + 1 + 45
+      env: pair BEmpty (pair lunit unit) = 5
+      run: then 1 + (add into BEmpty 1 + 1) + 1 + (add BOne to BOne: 1 + BPlus 1) = 6
+      total 1 + 101 + 5 + (1 + 2 + 6) = 116; the gradient collects both: 2.0 at k."""
+    text = "def f(a : Array R, k : Z) : R = a ! k + a ! k"
+    assert grad_steps(text, [[1.0, 2.0, 3.0], 1], 1.0) == (8, 116)
+    _value, (da, dk) = chad.grad(text)([1.0, 2.0, 3.0], 1)
+    assert list(da) == [0.0, 2.0, 0.0] and dk is None
+
+
+@pytest.mark.parametrize("n", SIZES)
+def test_gather_gradient(n):
+    """docs/arrays.md, gathers: `build (length a) (\\i -> a ! i)` reads a ! i once per
+    element: ix = build n (i. i), g = gather a ix (1 + 1 + 1 + n), the body reads g ! i
+    into a per-element cell (sequenceScoped [lunit, lzero] keep), and ONE
+    `add a (BArray ix dx)` at the end:
+      CHAD t: (1 + (1 + 3 + 5)) + (1 + 2) + (1 + 2 + n) + (1 + 3 + n)
+              + (1 + 2 + n (let 1 + g ! i 3 + pair 3)) + (1 + 2 + n) + pair 6 = 32 + 10n
+      sequenceScoped: 1 + 2 + scatter (8 + 3n) + inits (1 + 2) + 4n + 2 = 16 + 7n;
+      its bind 1 + .. + lam 2; m = 1 + (33 + 10n) + 1 + (19 + 7n) = 54 + 17n
+      per element: 1 + 1 + ccall (3 + add 2 + 2 x 2 scopes + 2 kept) + run (2 scopes +
+      add 2 + bind 1 + store 2 + pure 1) = 21; sequence 2 (n - 1); final bind 3 + n
+      bind: 1 + (24n + 1) + ccall (add 1 + BArray (1 + 2 + 1)) + add run 2 = 24n + 9
+      total 1 + (54 + 17n) + 3 + (1 + 1 + 24n + 9) = 69 + 41n"""
+    text = "def f(a : Array R) : Array R = build (length a) (\\i -> a ! i)"
+    assert grad_steps(text, [arr(n)], [1.0] * n) == (3 + 3 * n, 69 + 41 * n)
+
+
+def test_let_bound_closure_gradient():
+    """`let h = \\(y : R) -> y in h x`: the let's scope cell for h starts at lfunzero
+    (1) and receives h's packed cotangent (plusv into the zero: 1):
+      CHAD t: (1 + 3) + (1 + 2) + (1 + 30 + 6) = 44, where the application's derivative
+        is 1 + 3 + (1 + 3 + (1 + CApp 14 + pair 7)) = 30; snd 45
+      body: bind 1 + scope (1 + lfunzero 1 + app (1 + 2 + 1 + (let 1 + 23 + then 22)))
+            + lam 2 = 55; m = 1 + 45 + 1 + 55 = 102; env 4
+      run: bind 1 + scope (1 + then (1 + 2 + 1 + 2)) + ccall (1 + 2 + 2 + pure 2)
+           + pure 1 = 16; total 1 + 102 + 4 + (1 + 1 + 16) = 125"""
+    text = "def f(x : R) : R = let h = \\(y : R) -> y in h x"
+    assert grad_steps(text, [1.5], 1.0) == (6, 125)

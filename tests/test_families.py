@@ -6,15 +6,11 @@ from __future__ import annotations
 
 import json
 
-import pytest
 
 from chad.cli import main
-from costmodel.criterion import measure, transform_names
+from costmodel.criterion import measure
 from costmodel.families import FAMILIES, study
-from costmodel.generators import available_features
 
-FEATURES = available_features()
-HAS_NAIVE_HO = "naive-ho" in transform_names()
 
 
 def _bounded(r):
@@ -50,8 +46,6 @@ def test_t_magic():
     assert not all(naive.holds_at())  # violated at the larger n already
 
 
-@pytest.mark.skipif(not FEATURES["functions"] or not HAS_NAIVE_HO,
-                    reason="chad.functions (with naive-ho) not available")
 def test_nested_lambdas():
     eff, naive = study("nested_lambdas", "efficient"), study("nested_lambdas", "naive-ho")
     _bounded(eff)
@@ -60,12 +54,10 @@ def test_nested_lambdas():
     assert not eff.fit.gradient.exponential
 
 
-@pytest.mark.skipif(not FEATURES["arrays"], reason="chad.arrays not available")
 def test_build_index():
     _bounded(study("build_index", "efficient"))
 
 
-@pytest.mark.skipif(not FEATURES["arrays"], reason="chad.arrays not available")
 def test_nested_maps_need_c_36(capsys):
     """docs/arrays.md: n identity maps over a one-element array cost exactly
     2n + 1 primal and 72n + 16 gradient steps, so the family is bounded but the
@@ -96,8 +88,6 @@ def test_family_programs_print_and_parse():
     from chad.parser import parse_program
 
     for fam in FAMILIES.values():
-        if not fam.available():
-            continue
         inst = fam.make(4)
         back = check_program(parse_program(inst.source()))
         assert back.defs == inst.program.defs, fam.name

@@ -8,7 +8,7 @@ from fractions import Fraction
 
 import pytest
 
-from costmodel.criterion import Observation
+from costmodel.criterion import Measurement
 from costmodel.fit import (
     ClosedForm, FitError, decide_family, fit_exact, joint_fit, smallest_c,
 )
@@ -22,7 +22,7 @@ def _brute_c(rows, c1=5, c2=4):
 
 
 def test_smallest_c_matches_brute_force():
-    fit = smallest_c([Observation(*r) for r in ROWS])
+    fit = smallest_c([Measurement(*r) for r in ROWS])
     assert fit.c == _brute_c(ROWS) and (fit.c1, fit.c2) == (5, 4)
     assert fit.observations == len(ROWS)
     # c - 1 no longer covers every observation

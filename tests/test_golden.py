@@ -50,7 +50,10 @@ def _report(n, bad, evm):
              f"(by field: {by_field}). First {min(SHOW, len(bad))}:"]
     for e, diff in bad[:SHOW]:
         lines.append(f"--- {e['name']} ({e['family']})")
-        lines.append("    program: " + e["program"].strip().replace("\n", "\n             "))
+        prog = e["program"].strip().splitlines()
+        if len(prog) > 12:
+            prog = prog[:12] + [f"... ({len(prog) - 12} more lines)"]
+        lines.append("    program: " + "\n             ".join(prog))
         lines.append(f"    args: {_short(e['args'])}   ctg: {_short(e['ctg'])}")
         for k, (want, got) in diff.items():
             lines.append(f"    {k}: golden {_short(want)}  project {_short(got)}")

@@ -26,7 +26,7 @@ from chad.errors import EvalError
 from chad.linear import zerov
 from chad.primitives import Primitive
 from chad.terms import Build, Fold, Index, Length, MapA, Var
-from chad.types import ArrayT, R
+from chad.types import ArrayT, Int, R, Real
 from chad.values import make_array
 
 from .bag import BEMPTY, BArray, BOne, Leaf, Node, collect, dense_of, scatter, zeros
@@ -80,14 +80,58 @@ _MISSING = object()
 # ----------------------------------------------------------------- source forms
 
 
+class _Numbers:
+    """The n elements of an Array R or Array Z that build or map computes, put
+    straight into the numpy array make_array would give (no list of n Python
+    numbers until the end). As make_array: the values converted by numpy; an
+    Array Z element outside int64 is an EvalError naming the first such element,
+    raised once every element has been evaluated."""
+
+    __slots__ = ("out", "bad", "elem")
+
+    def __init__(self, elem, n: int):
+        self.elem = elem
+        self.out = np.empty(n, dtype=np.float64 if isinstance(elem, Real) else np.int64)
+        self.bad = _MISSING
+
+    def put(self, i: int, v) -> None:
+        try:
+            self.out[i] = v
+        except OverflowError:
+            if self.bad is _MISSING and isinstance(self.elem, Int):
+                self.bad = v
+            elif not isinstance(self.elem, Int):
+                raise
+
+    def result(self):
+        if self.bad is not _MISSING:
+            make_array(self.elem, [self.bad])  # raises its EvalError
+        return self.out
+
+
+def _numbers(ty, n: int):
+    """A _Numbers sink for an array term of type Array R / Array Z, else None."""
+    if isinstance(ty, ArrayT) and isinstance(ty.elem, (Real, Int)):
+        return _Numbers(ty.elem, n)
+    return None
+
+
 def eval_build(ev, t: Build, env):
     n, cost = _eval(ev, t.size, env)
     n = _int(n, "the size of build", t.loc)
     if n < 0:
         raise EvalError(f"build of negative size {n} (length must be >= 0)", t.loc)
     cost += 1
-    items = []
     name, body = t.name, t.body
+    sink = _numbers(t.ty, n)
+    if sink is not None:
+        put = sink.put
+        for i in range(n):
+            v, c = ev.bind(env, name, i, body)
+            put(i, v)
+            cost += c
+        return sink.result(), cost
+    items = []
     for i in range(n):
         v, c = ev.bind(env, name, i, body)
         items.append(v)
@@ -144,9 +188,18 @@ def eval_fold(ev, t: Fold, env):
 def eval_map(ev, t: MapA, env):
     a, cost = _eval(ev, t.arr, env)
     cost += 1
-    items = []
     name, body = t.name, t.body
-    for i in range(len(a)):
+    n = len(a)
+    sink = _numbers(t.ty, n)
+    if sink is not None:
+        put = sink.put
+        for i in range(n):
+            v, c = ev.bind(env, name, element(a, i), body)
+            put(i, v)
+            cost += c
+        return sink.result(), cost
+    items = []
+    for i in range(n):
         v, c = ev.bind(env, name, element(a, i), body)
         items.append(v)
         cost += c
@@ -264,6 +317,68 @@ def _nested(results: list):
     return out
 
 
+class _Sequenced:
+    """What the elements of one sequenceScoped share (see eval_sequence_scoped)."""
+
+    __slots__ = ("ev", "evm", "fns", "ds", "item", "inits", "inits_rev", "keep", "slots",
+                 "scope_cost", "unit")
+
+    def __init__(self, ev, fns, ctgs, inits, keep, slots):
+        self.ev = ev
+        self.evm = ev.evm
+        self.fns = fns
+        self.ds = ctgs
+        # ds ! i as ctgs.tolist()[i] gives it (a Python float or int), converted
+        # when element i runs instead of all n at once
+        self.item = isinstance(ctgs, np.ndarray) and ctgs.ndim == 1
+        if isinstance(ctgs, np.ndarray) and not self.item:
+            self.ds = ctgs.tolist()
+        self.inits = inits
+        self.inits_rev = list(reversed(inits))
+        self.keep = keep
+        self.slots = slots
+        self.scope_cost = SEQ_SCOPE * len(inits)
+        self.unit = self.evm.pure(None)
+
+    def run_element(self, i: int):
+        """k_i's body: the scoped action of fs ! i on ds ! i, and its ccall."""
+        d = self.ds[i]
+        if self.item:
+            d = d.item()
+        act, ccall = self.ev.apply(self.fns[i], d)
+        evm = self.evm
+        for init in self.inits_rev:
+            act = evm.scope(init, act)
+        if not self.keep:
+            return act, SEQ_APP + ccall + self.scope_cost
+        inits, slots, keep, unit = self.inits, self.slots, self.keep, self.unit
+
+        def store(r):
+            # r = (cell_0, (cell_1, ... (cell_m, result of f d)))
+            cells = []
+            for _ in range(len(inits)):
+                cells.append(r[0])
+                r = r[1]
+            for slot, j in zip(slots, keep):
+                slot[i] = cells[j]
+            return unit, 1 + len(keep)
+
+        return evm.bind(act, store), SEQ_APP + ccall + self.scope_cost + SEQ_STORE
+
+
+class _Element:
+    """k_i of sequenceScoped: \\_ -> scope inits (fs ! i) (ds ! i), as an object."""
+
+    __slots__ = ("ctx", "i")
+
+    def __init__(self, ctx: _Sequenced, i: int):
+        self.ctx = ctx
+        self.i = i
+
+    def __call__(self, _x):
+        return self.ctx.run_element(self.i)
+
+
 def eval_sequence_scoped(ev, t: SequenceScoped, env):
     fns, cf = _eval(ev, t.fns, env)
     ctgs, cc = _eval(ev, t.ctgs, env)
@@ -276,40 +391,19 @@ def eval_sequence_scoped(ev, t: SequenceScoped, env):
     n = len(fns)
     if len(ctgs) != n:
         raise EvalError(f"internal: {n} backpropagators but {len(ctgs)} cotangents")
-    ds = ctgs.tolist() if isinstance(ctgs, np.ndarray) else ctgs
     evm = ev.evm
     keep = t.keep
     slots = [[None] * n for _ in keep]
-    inits_rev = list(reversed(inits))
-    scope_cost = SEQ_SCOPE * len(inits)
-
-    def element_action(i: int):
-        f, d = fns[i], ds[i]
-
-        def k(_x):
-            act, ccall = ev.apply(f, d)
-            for init in inits_rev:
-                act = evm.scope(init, act)
-            if not keep:
-                return act, SEQ_APP + ccall + scope_cost
-
-            def store(r):
-                # r = (cell_0, (cell_1, ... (cell_m, result of f d)))
-                cells = []
-                for _ in range(len(inits)):
-                    cells.append(r[0])
-                    r = r[1]
-                for slot, j in zip(slots, keep):
-                    slot[i] = cells[j]
-                return evm.pure(None), 1 + len(keep)
-
-            return evm.bind(act, store), SEQ_APP + ccall + scope_cost + SEQ_STORE
-
-        return evm.bind(evm.pure(None), k)
-
-    acts = [element_action(i) for i in range(n)]
+    ctx = _Sequenced(ev, fns, ctgs, inits, keep, slots)
+    # Every element's action is bind (pure ()) k_i: the pure () is one shared
+    # action (actions are stateless and may run any number of times) and k_i a
+    # two-slot object reading fns ! i and ds ! i when it runs (no closure, cells
+    # or Python float per element kept until the backward pass).
+    unit = ctx.unit
+    acts = [evm.bind(unit, _Element(ctx, i)) for i in range(n)]
     cost += SEQ_ELEM_CONS * n
     seq = sequence(evm, acts)
+    del acts
     if not keep:
         return seq, cost
 

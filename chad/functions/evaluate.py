@@ -22,8 +22,6 @@ printing for `chad show`. Costs (docs/cost-model.md, "Functions"):
 from __future__ import annotations
 
 from chad.errors import EvalError
-from costmodel.evaluate import Closure
-
 from .terms import (
     EnvOneT, EnvScatter, CApp, MkClosure, ClosedApp, ClosedLam, DCall, LCastPack, LFunZero, LogFold, LogOneT, LPackAs, LTagZero,
     Pack, Unpack,
@@ -68,7 +66,7 @@ def eval_capp(ev, t, env):
 
 
 def eval_closed_lam(ev, t, env):
-    return Closure(t.name, t.body, {}), 1
+    return ev.closed(t), 1
 
 
 def eval_closed_app(ev, t, env):

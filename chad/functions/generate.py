@@ -27,7 +27,10 @@ def mapf(f : R -> R, xs : Array R) : Array R = map f xs
 F = "R -> R"
 
 
-class _Gen:
+class _HigherOrderSourceGen:
+    """Generates the source text of one random higher-order program (expressions
+    of type R, R -> R and Array R), from a seeded random.Random."""
+
     def __init__(self, rng: random.Random, arrays: bool):
         self.rng = rng
         self.arrays = arrays
@@ -140,7 +143,7 @@ def generate(seed: int, depth: int = 4, arrays: bool = False) -> tuple[str, list
     `main` has first-order parameters (reals, and an Array R with arrays=True)
     and a real result."""
     rng = random.Random(seed)
-    g = _Gen(rng, arrays)
+    g = _HigherOrderSourceGen(rng, arrays)
     env = [("a", "R"), ("b", "R")]
     params = "a : R, b : R"
     args: list = [round(rng.uniform(-1.5, 1.5), 3), round(rng.uniform(-1.5, 1.5), 3)]

@@ -1,5 +1,5 @@
 """Higher-order programs for experiments and tests: the t_n of Efficient CHAD (Smeding & Vákár), §9, as
-typed terms and as source text, and measurements of their gradients.
+typed terms and as source text (costmodel.measure measures their gradients).
 
     x_n : R ⊢ t_n := (λx_{n-1}. (··· λx_2. (λx_1. x_1) x_2 ···) x_{n-1}) x_n : R
 
@@ -8,8 +8,6 @@ applications of a lambda to a variable (semantically the identity; O(n) to run).
 """
 
 from __future__ import annotations
-
-from typing import Any
 
 from chad.terms import App, Def, Lam, Param, Program, Var
 from chad.types import Fun, R
@@ -36,50 +34,3 @@ def t_n_source(n: int, name: str = "t") -> str:
 
 def t_n_program(n: int) -> Program:
     return Program((t_n_def(n),))
-
-
-def gradient(program: Program, args: list, ctg: Any = 1.0, transform: str = "efficient",
-             evm: str = "array", fn: str | None = None) -> tuple[Any, list, int, int]:
-    """(value, sparse cell per parameter, gradient steps, primal steps) of a checked
-    program with the named transform ("efficient", "naive-ho", or any registered).
-
-    gradient steps = forward + backward = TH2's left-hand side."""
-    from chad.api import _defs, decode_args, make_evm
-    from chad.deep import run_deep
-    from costmodel.evaluate import Evaluator
-
-    d = program.find(fn)
-    spec = get_spec(transform)
-    env = decode_args(d, args)
-    defs = _defs(program)
-    _v, primal = run_deep(Evaluator(defs).eval, d.body, dict(env))
-    forward = run_deep(spec.forward_term, d)
-    ev = Evaluator(defs, make_evm(evm))
-    (value, bp), cf = run_deep(ev.eval, forward, dict(env))
-    cells, cb = run_deep(spec.backward, ev, bp, ctg, d)
-    return value, cells, cf + cb, primal
-
-
-def get_spec(transform: str):
-    if transform == "naive-ho":
-        from .naive_ho import SPEC
-
-        return SPEC
-    from chad.transform.registry import get_transform
-
-    return get_transform(transform)
-
-
-def t_n_table(ns, transforms=("naive-ho", "efficient")) -> list[tuple]:
-    """Rows (n, primal steps, gradient steps per transform) for t_n at x_n = 1.5."""
-    rows = []
-    for n in ns:
-        prog = t_n_program(n)
-        row: list = [n]
-        for tr in transforms:
-            _v, _cells, steps, primal = gradient(prog, [1.5], 1.0, tr)
-            if len(row) == 1:
-                row.append(primal)
-            row.append(steps)
-        rows.append(tuple(row))
-    return rows
