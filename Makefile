@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test bench check-long experiments install clean golden
+.PHONY: run test bench check-long experiments install clean golden mutate
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -36,6 +36,16 @@ experiments: $(STAMP)
 # $(BIN)/python tests/golden/regenerate.py --new
 golden: $(STAMP)
 	$(BIN)/python tests/golden/regenerate.py
+
+# Mutation testing of the cost and CHAD rules: slow, outside `make test`.
+# Writes docs/mutation-report.md; MUTATE_BUDGET=<seconds> stops starting new files after
+# that long (the files are run in order of importance: tools/mutate.sh).
+$(VENV)/.installed-mutate: $(STAMP)
+	$(BIN)/pip install --quiet -e '.[test,mutate]'
+	touch $@
+
+mutate: $(VENV)/.installed-mutate
+	PY=$(BIN)/python bash tools/mutate.sh
 
 clean:
 	rm -rf $(VENV) build *.egg-info

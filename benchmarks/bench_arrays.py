@@ -26,7 +26,7 @@ import time
 import numpy as np
 
 import chad
-from costmodel.measure import prepare
+from chad.costmodel.measure import prepare
 
 RUNTIMES = ("map", "array", "parallel")
 SIZES = (1000, 2000)
@@ -37,7 +37,7 @@ from .scaling_programs import PROGRAMS  # noqa: E402  (shared with the scaling t
 
 
 class Case:
-    """A program at one size, made ready once (costmodel.measure.prepare: parsed,
+    """A program at one size, made ready once (chad.costmodel.measure.prepare: parsed,
     arguments and cotangent decoded, gradient term built)."""
 
     def __init__(self, src, args, ctg):

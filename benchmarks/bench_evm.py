@@ -13,7 +13,7 @@ import os
 import threading
 import time
 
-from runtime import make_evm
+from chad.runtime import make_evm
 
 SIZES = (10, 10_000)
 ARRAY_GOAL = 1.5

@@ -1,14 +1,14 @@
 """chad: Efficient CHAD reverse-mode AD for a small typed functional language.
 
 Pipeline (one folder or module per layer): parser -> checker -> transform ->
-evaluate (costmodel/, counting steps) with an EVM runtime (runtime/).
+evaluate (chad/costmodel/, counting steps) with an EVM runtime (chad/runtime/).
 
     import chad
     value, (dx, dy) = chad.grad("def f(x : R, y : R) : R = x * y + sin x")(2.0, 3.0)
 
 The public names below are those of chad/api.py and chad/errors.py. They are
 loaded on first use (PEP 562), so that importing a lower layer (e.g.
-`costmodel.evaluate`, which imports `chad.terms`) does not pull in the API, and
+`chad.costmodel.evaluate`, which imports `chad.terms`) does not pull in the API, and
 with it every layer, through this package's `__init__`.
 """
 

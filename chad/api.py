@@ -13,12 +13,12 @@ from typing import Any, Sequence
 
 from attrs import frozen
 
-from costmodel.evaluate import Evaluator
-from costmodel.lacm import SpecLACM
-from costmodel.measure import (  # noqa: F401  (the TH2 numbers, re-exported here)
+from chad.costmodel.evaluate import Evaluator
+from chad.costmodel.lacm import SpecLACM
+from chad.costmodel.measure import (  # noqa: F401  (the TH2 numbers, re-exported here)
     C_CONST, C_PARAMS, C_PRIMAL, UNSET, CostReport, measure, th2_bound,
 )
-from runtime.registry import make_evm as _make_runtime
+from chad.runtime.registry import make_evm as _make_runtime
 
 from . import features
 from .checker import check_program
@@ -125,7 +125,7 @@ def grad(program: str | Program, fn: str | None = None, evm: str = "array",
 def cost(program: str | Program, args: Sequence[Any], ctg: Any = UNSET, fn: str | None = None,
          transform: str = "efficient", evm: str = "array") -> CostReport:
     """Primal steps, gradient steps (TH2's left side) and the TH2 bound: the
-    measurement of costmodel/measure.py, on the arguments checked here."""
+    measurement of chad/costmodel/measure.py, on the arguments checked here."""
     prog = load(program)
     d = prog.find(fn)
     _check_first_order(d)

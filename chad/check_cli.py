@@ -23,9 +23,9 @@ from __future__ import annotations
 
 import os
 
-from costmodel.criterion import Constants, ProgressBar, run_check, transform_features, transform_names
-from costmodel.families import FAMILIES, study
-from costmodel.fit import joint_fit, smallest_c
+from chad.costmodel.criterion import Constants, ProgressBar, run_check, transform_features, transform_names
+from chad.costmodel.families import FAMILIES, study
+from chad.costmodel.fit import joint_fit, smallest_c
 
 from .errors import UsageError
 from .values import dumps

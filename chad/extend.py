@@ -46,7 +46,7 @@ def register_node(cls: type, *, eval: Callable | None = None,
     """Register what the core needs to know about the node class `cls`.
 
     eval   rule(evaluator, node, env) -> (value, steps): its value and cost
-           (costmodel/evaluate.py; document the cost in docs/cost-model.md)
+           (chad/costmodel/evaluate.py; document the cost in docs/cost-model.md)
     chad   rule(chad, node) -> target term, for the efficient transform; or a
            mapping {transform name: rule} (a transform without its own rule for
            the node falls back to the efficient one)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-# term node class -> rule(evaluator, node, env) -> (value, steps)   (costmodel/evaluate.py)
+# term node class -> rule(evaluator, node, env) -> (value, steps)   (chad/costmodel/evaluate.py)
 EVAL: dict[type, Callable] = {}
 
 # (transform name, term node class) -> rule(chad, node) -> target term

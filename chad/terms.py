@@ -471,7 +471,7 @@ class ThenEVM(Term):
     """`a >> b`, the formalisation's `thenevm a b`.
 
     It stands for `let x = b in bind a (lamwith [x] (\\_ -> x))`, and its costs are
-    exactly those of that expansion (see costmodel/evaluate.py). Keeping it as a
+    exactly those of that expansion (see chad/costmodel/evaluate.py). Keeping it as a
     node lets the parallel runtime see that `a` and `b` are independent.
     """
 

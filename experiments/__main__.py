@@ -43,7 +43,7 @@ def _table(header: list[str], rows: list[list]) -> str:
 
 
 def families(out: str, quick: bool = False) -> str:
-    from costmodel.families import FAMILIES, study
+    from chad.costmodel.families import FAMILIES, study
 
     md = ["# (a) Program families: naive vs efficient CHAD", "",
           "Step counts of each family member (primal = the program, gradient = TH2's left "
@@ -128,8 +128,8 @@ def _let_chain(n: int):
 
 
 def runtimes(out: str, quick: bool = False) -> str:
-    from costmodel.families import t_magic
-    from costmodel.measure import measure
+    from chad.costmodel.families import t_magic
+    from chad.costmodel.measure import measure
 
     ns = [8, 16, 32, 64, 128] if quick else [8, 16, 32, 64, 128, 256, 512, 1024]
     progs = {
@@ -140,8 +140,8 @@ def runtimes(out: str, quick: bool = False) -> str:
     md = ["# (b) Persistent map vs mutable array: the runtimes' own work", "",
           "The abstract cost (gradient steps, the formalisation's LACM costs) is the same for "
           "both EVMs. Their own work counts (`evm.work`: tree nodes visited or created by the "
-          "persistent AVL map, runtime/map_evm.py; cells touched by the mutable array, "
-          "runtime/array_evm.py) show the log factor that §5 of Efficient CHAD (Smeding & Vákár) removes.", ""]
+          "persistent AVL map, chad/runtime/map_evm.py; cells touched by the mutable array, "
+          "chad/runtime/array_evm.py) show the log factor that §5 of Efficient CHAD (Smeding & Vákár) removes.", ""]
     series = {}
     for label, make in progs.items():
         rows, xs, wm, wa = [], [], [], []
@@ -186,8 +186,8 @@ def runtimes(out: str, quick: bool = False) -> str:
 
 
 def ratios(out: str, quick: bool = False, seed: int = 0) -> str:
-    from costmodel.criterion import check_strategy, sample_observations
-    from costmodel.fit import smallest_c
+    from chad.costmodel.criterion import check_strategy, sample_observations
+    from chad.costmodel.fit import smallest_c
 
     n = 60 if quick else 300
     fragments = [

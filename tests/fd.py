@@ -102,7 +102,7 @@ def near_sign_tie(body, env, defs=None, eps=1e-3) -> bool:
     """True when some `sign e` in the evaluation of body sees |e| < eps: there the
     derivative follows the branch taken, and finite differences cross branches."""
     from chad.terms import Prim
-    from costmodel.evaluate import Evaluator
+    from chad.costmodel.evaluate import Evaluator
 
     seen = []
 

@@ -4,7 +4,7 @@ Source: https://github.com/tomsmeding/efficient-chad-agda at its latest commit
 a13909c9327ef571c8489609f36156d39676e62b ("Fix bug in costing of lfst and lsnd",
 2023-10-17), files `spec.agda`, `spec/LACM.agda` and `spec/linear-types.agda`.
 Everything here is written from those files, clause by clause, and shares no code
-with the project (`chad/`, `costmodel/`, `runtime/`): it has its own types,
+with the project (`chad/`, `chad/costmodel/`, `chad/runtime/`): it has its own types,
 values, terms (tuples with de Bruijn indices, as `Term` in spec.agda), `eval`
 with costs, `chad`, the LACM, `zerov`/`plusv`, `φ` and `size`.
 

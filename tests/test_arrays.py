@@ -22,7 +22,7 @@ from chad.terms import subterms
 from chad.transform.efficient import SPEC
 from chad.types import ArrayT
 from chad.values import env_tuple_to_cells
-from costmodel.measure import measure
+from chad.costmodel.measure import measure
 from tests.fd import fd_gradient, get
 
 EVMS = ["spec", "map", "array", "parallel"]

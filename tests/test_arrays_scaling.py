@@ -3,7 +3,7 @@
 in [1.8, 2.2], on every runtime.
 
 gradient_steps is TH2's left-hand side, as `chad cost` reports it: the measurement
-of costmodel/measure.py, prepared once per n (arguments, primal run, gradient
+of chad/costmodel/measure.py, prepared once per n (arguments, primal run, gradient
 term) and run once per runtime.
 """
 
@@ -13,7 +13,7 @@ import pytest
 
 import chad
 from benchmarks.scaling_programs import PROGRAMS  # shared with make bench
-from costmodel.measure import prepare
+from chad.costmodel.measure import prepare
 
 RUNTIMES = ("map", "array", "parallel")
 

@@ -1,4 +1,4 @@
-"""`chad check` and costmodel/criterion.py (docs/complexity-checker.md): the efficient transform
+"""`chad check` and chad/costmodel/criterion.py (docs/complexity-checker.md): the efficient transform
 passes on generated programs with a fitted c; the naive first-order and naive
 higher-order transforms are refuted with a printed, reproducible counterexample."""
 
@@ -11,8 +11,8 @@ import pytest
 
 from chad.api import cost
 from chad.cli import main
-from costmodel.criterion import Constants, Measurement, ProgressBar, measure, run_check
-from costmodel.fit import smallest_c
+from chad.costmodel.criterion import Constants, Measurement, ProgressBar, measure, run_check
+from chad.costmodel.fit import smallest_c
 
 
 def _efficient_passes(n: int, seed: int):
@@ -103,7 +103,7 @@ def test_deterministic_given_the_seed():
 
 
 def test_measure_agrees_with_chad_cost():
-    from costmodel.families import t_magic
+    from chad.costmodel.families import t_magic
 
     inst = t_magic(8)
     r = cost(inst.program, inst.args, inst.ctg, transform="naive")
@@ -172,14 +172,14 @@ def test_progress_bar_only_on_a_terminal():
 
 def test_th2_left_side_decomposes_as_the_obligation_assumes():
     """TH2's left side = crun + ccall + cmonad + (zero-env cost) + 4, the
-    hypothesis of proofs/obligations.py::th2_from_th1_obligation."""
+    hypothesis of chad/proofs/obligations.py::th2_from_th1_obligation."""
     from hypothesis import HealthCheck, Phase, given, settings
 
     from chad.api import make_evm
     from chad.transform.common import zero_env_term
     from chad.transform.efficient import chad_def
-    from costmodel.evaluate import Evaluator, env_tuple_to_cells
-    from costmodel.generators import programs
+    from chad.costmodel.evaluate import Evaluator, env_tuple_to_cells
+    from chad.costmodel.generators import programs
 
     @settings(max_examples=60, database=None, deadline=None, phases=[Phase.generate],
               suppress_health_check=list(HealthCheck))

@@ -1,4 +1,4 @@
-"""The program generators of costmodel/generators.py (docs/complexity-checker.md, "Generated programs"):
+"""The program generators of chad/costmodel/generators.py (docs/complexity-checker.md, "Generated programs"):
 well-typed programs over the whole language, matching arguments, sparse
 cotangents, printing that round-trips through the parser, shrinking to small
 programs."""
@@ -14,7 +14,7 @@ from chad.parser import parse_program
 from chad.terms import App, Build, Lam, Prim
 from chad.types import ArrayT, Prod, R
 from chad.values import Inj, value_from_json
-from costmodel.generators import (
+from chad.costmodel.generators import (
     GenCase, annotate_injections, chains, ctg_to_json, language_programs,
     print_surface, programs, sparse_ctgs, tuple_types, type_size, types, values_of,
 )
@@ -103,7 +103,7 @@ def test_values_of_large_types_come_from_one_seed():
     """A large type's value is a function of one drawn integer: the same seed
     gives the same value, the value shrinks to seed 0's (1.0 everywhere), and
     the smallest value other than that is seed 1's."""
-    from costmodel.generators import _pseudo_value
+    from chad.costmodel.generators import _pseudo_value
 
     t = find(tuple_types(48), lambda t: type_size(t) > 40,
              settings=settings(database=None, deadline=None, max_examples=300))

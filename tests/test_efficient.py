@@ -15,8 +15,8 @@ from chad.terms import Def, Pair, Param, Prim, Program, Var
 from chad.transform.efficient import chad_def, gradient_term
 from chad.transform.registry import CTG
 from chad.types import R, Prod
-from costmodel.evaluate import Evaluator, env_tuple_to_cells
-from costmodel.generators import is_finite, programs, sparse_ctgs
+from chad.costmodel.evaluate import Evaluator, env_tuple_to_cells
+from chad.costmodel.generators import is_finite, programs, sparse_ctgs
 from tests.fd import fd_gradient, get, near_sign_tie, real_leaves
 
 EVMS = ["spec", "map", "array", "parallel"]

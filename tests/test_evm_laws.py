@@ -1,6 +1,6 @@
 """The four laws of the formalisation's LACM module (Efficient CHAD (Smeding & Vákár), appendix B,
 spec.LACM: run-pure, run-bind, run-add, run-scope) as hypothesis properties,
-checked against every EVM implementation of runtime/registry.py, plus agreement
+checked against every EVM implementation of chad/runtime/registry.py, plus agreement
 of all implementations with a transliteration of the Agda definitions on random
 action trees.
 
@@ -17,9 +17,9 @@ EVM's bit-identity with the array EVM on arbitrary values is
 tests/test_parallel_determinism.py's (docs/runtimes.md, "Determinism").
 
 The rest of the Protocol is checked on every implementation, the project's
-literal LACM (costmodel/lacm.py, "spec") included: `sequence` is the `then`
+literal LACM (chad/costmodel/lacm.py, "spec") included: `sequence` is the `then`
 chain (result of the last action, same cells, same cost; `pure None` when
-empty) and agrees with the one default of runtime/protocol.py (`EVMBase`);
+empty) and agrees with the one default of chad/runtime/protocol.py (`EVMBase`);
 `reset_work` zeroes `work`; `start`/`close` leave the EVM usable. The cells'
 monoid is a parameter of the runtimes (default: chad.linear.plusv).
 """
@@ -32,8 +32,8 @@ from hypothesis import strategies as st
 
 from chad.linear import plusv
 from chad.values import Inj
-from costmodel.lacm import SpecLACM
-from runtime import EVM, EVM_NAMES, EVMBase, make_evm
+from chad.costmodel.lacm import SpecLACM
+from chad.runtime import EVM, EVM_NAMES, EVMBase, make_evm
 
 SETTINGS = settings(max_examples=100, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -384,7 +384,7 @@ def test_start_and_close_leave_the_evm_usable(evm_name):
 @SETTINGS
 @given(prog=programs(exact=True))
 def test_agrees_with_the_project_oracle(prog):
-    """The project's literal LACM (costmodel/lacm.py; its `sequence` is the
+    """The project's literal LACM (chad/costmodel/lacm.py; its `sequence` is the
     Protocol's default) agrees with the definitions and with every runtime, on
     every tree, sequences included."""
     t, env, _ = prog

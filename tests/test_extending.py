@@ -14,8 +14,8 @@ from chad.terms import App, Def, Fst, Lam, Let, Pair, Param, Snd, Term, Var
 from chad.transform.efficient import Chad, gradient_term
 from chad.transform.registry import CTG
 from chad.types import R
-from costmodel.evaluate import Evaluator
-from runtime import make_evm
+from chad.costmodel.evaluate import Evaluator
+from chad.runtime import make_evm
 
 
 def _meta():

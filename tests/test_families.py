@@ -1,4 +1,4 @@
-"""Program families (costmodel/families.py): exact fits verified on held-back n,
+"""Program families (chad/costmodel/families.py): exact fits verified on held-back n,
 z3 verdicts (efficient bounded with a witness, naive refuted), `chad check
 --family`."""
 
@@ -8,8 +8,8 @@ import json
 
 
 from chad.cli import main
-from costmodel.criterion import measure
-from costmodel.families import FAMILIES, study
+from chad.costmodel.criterion import measure
+from chad.costmodel.families import FAMILIES, study
 
 
 

@@ -1,4 +1,4 @@
-"""z3 fitting (costmodel/fit.py, proofs/obligations.py): smallest constants over
+"""z3 fitting (chad/costmodel/fit.py, chad/proofs/obligations.py): smallest constants over
 observations, exact closed forms, family verdicts, TH2 from TH1."""
 
 from __future__ import annotations
@@ -8,11 +8,11 @@ from fractions import Fraction
 
 import pytest
 
-from costmodel.criterion import Measurement
-from costmodel.fit import (
+from chad.costmodel.criterion import Measurement
+from chad.costmodel.fit import (
     ClosedForm, FitError, decide_family, fit_exact, joint_fit, smallest_c,
 )
-from proofs.obligations import prove, th2_from_th1_obligation
+from chad.proofs.obligations import prove, th2_from_th1_obligation
 
 ROWS = [(1, 30, 1, 1), (5, 120, 3, 2), (10, 190, 1, 1), (3, 110, 2, 4), (40, 700, 9, 3)]
 

@@ -19,8 +19,8 @@ from chad.functions.generate import generate
 from chad.functions.programs import t_n_program, t_n_source
 from chad.target_printer import show_term
 from chad.transform.registry import get_transform
-from costmodel.evaluate import Evaluator
-from costmodel.measure import measure
+from chad.costmodel.evaluate import Evaluator
+from chad.costmodel.measure import measure
 from tests.fd import fd_gradient, get
 
 EX = pathlib.Path(__file__).resolve().parent.parent / "examples"
@@ -48,7 +48,7 @@ def run_value(prog, args):
 
 def gradient(prog, args, ctg=1.0, transform="efficient", evm="array"):
     """(value, dense gradient, gradient steps, primal steps) under the transform
-    and EVM: the steps are costmodel.measure's (`chad cost`'s), the value and the
+    and EVM: the steps are chad.costmodel.measure's (`chad cost`'s), the value and the
     gradient chad.grad's."""
     m = measure(prog, args, ctg, transform, evm)
     value, grads = api.grad(prog, evm=evm, transform=transform)(*args, ctg=ctg)

@@ -29,7 +29,7 @@ How the expansions are written
   literal `lamwith [f_i, d_i, inits..]` would also pay its captures. That is
   (2 + m) more per element for sequenceScoped, which the node does not charge.
 * The runtime's `sequence` and `then` have no term. The expansions use ThenEVM
-  instead: a balanced tree for `sequence` (runtime/protocol.py's default), a
+  instead: a balanced tree for `sequence` (chad/runtime/protocol.py's default), a
   right-nested chain for envscatter and logfold (the order of their rules), and
   one ThenEVM for each unTree split. Running one costs exactly the runtime's 2
   per join, so run costs must agree exactly. Building one costs 4
@@ -116,8 +116,8 @@ from chad.functions.terms import (  # noqa: E402
     CApp, ClosedApp, ClosedLam, EnvOneT, EnvScatter, LCastPack, LFunZero, LogFold, LogOneT,
     LPackAs, LTagZero, MkClosure, Pack, Unpack,
 )
-from costmodel.evaluate import Evaluator  # noqa: E402
-from runtime import make_evm  # noqa: E402
+from chad.costmodel.evaluate import Evaluator  # noqa: E402
+from chad.runtime import make_evm  # noqa: E402
 
 RUNTIMES = ("map", "array", "parallel")
 

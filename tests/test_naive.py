@@ -22,7 +22,7 @@ from chad.transform.registry import CTG
 from chad.linear import LPairT, LSumT, L_R, L_UN
 from chad.types import R, UNIT, Z, Prod, Sum
 from chad.values import Inj
-from costmodel.evaluate import Evaluator
+from chad.costmodel.evaluate import Evaluator
 from tests.fd import fd_gradient, get
 
 # ----------------------------------------------------------------- a tiny term builder
@@ -383,7 +383,7 @@ def test_surface_syntax():
 try:
     from hypothesis import HealthCheck, given, settings
 
-    from costmodel.generators import programs as _programs
+    from chad.costmodel.generators import programs as _programs
 except ImportError:  # pragma: no cover - the generators are optional here
     _programs = None
 

@@ -391,9 +391,9 @@ def test_generated_fragment_programs_match_the_oracle_on_other_runtimes(case, ev
           suppress_health_check=list(HealthCheck))
 @given(st.data())
 def test_project_generator_programs_in_the_fragment_match_the_oracle(data):
-    """Programs of costmodel.generators (used only as a source of program text),
+    """Programs of chad.costmodel.generators (used only as a source of program text),
     kept when they fall in the fragment (no integer literals, comparisons, sin...)."""
-    from costmodel.generators import programs
+    from chad.costmodel.generators import programs
 
     gc = data.draw(programs(max_depth=3, max_params=2))
     text = gc.source()

@@ -23,8 +23,8 @@ from hypothesis import strategies as st
 
 import chad
 from chad.values import Inj
-from costmodel.measure import measure
-from runtime import ArrayEVM, ParallelEVM
+from chad.costmodel.measure import measure
+from chad.runtime import ArrayEVM, ParallelEVM
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 

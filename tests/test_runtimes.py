@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from chad.errors import ChadError, UsageError
 from chad.values import Inj
-from runtime import (EVM, EVM_NAMES, ArrayEVM, MapEVM, ParallelEVM, PersistentMap,
+from chad.runtime import (EVM, EVM_NAMES, ArrayEVM, MapEVM, ParallelEVM, PersistentMap,
                      UnknownRuntimeError, make_evm)
 
 # ---------------------------------------------------------------------------

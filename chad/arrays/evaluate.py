@@ -294,7 +294,7 @@ def eval_gather(ev, t: Gather, env):
 
 
 def sequence(evm, actions: list):
-    """The EVM's `sequence` (runtime/protocol.py: the `then` chain, cost
+    """The EVM's `sequence` (chad/runtime/protocol.py: the `then` chain, cost
     sum + 2 (n - 1); pure None, cost 1, if empty)."""
     return evm.sequence(actions)
 

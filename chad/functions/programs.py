@@ -1,5 +1,5 @@
 """Higher-order programs for experiments and tests: the t_n of Efficient CHAD (Smeding & Vákár), §9, as
-typed terms and as source text (costmodel.measure measures their gradients).
+typed terms and as source text (chad.costmodel.measure measures their gradients).
 
     x_n : R ⊢ t_n := (λx_{n-1}. (··· λx_2. (λx_1. x_1) x_2 ···) x_{n-1}) x_n : R
 

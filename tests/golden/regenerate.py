@@ -16,7 +16,7 @@ Regenerating is deliberate: run it only when a change of a step count or a value
 is intended, and read the diff of corpus.json (the script prints a summary of the
 entries that changed) before committing it.
 
-Programs come from costmodel/generators.py (used only as a source of program
+Programs come from chad/costmodel/generators.py (used only as a source of program
 text, with `derandomize`: the same hypothesis version gives the same programs)
 and from examples/*.chad (with the arguments of their `# args:` lines). Only the
 public API is used: chad.load, chad.cost, chad.grad.
@@ -91,7 +91,7 @@ def families():
     import chad
 
     chad.load  # the public API's import registers every extension (arrays, functions)
-    from costmodel import generators as G
+    from chad.costmodel import generators as G
 
     return [
         ("first-order", 110, lambda: G.programs(max_depth=4, max_params=3, finite=True)),

@@ -38,10 +38,10 @@ from chad.terms import Def, Program, Term
 from chad.transform.registry import CTG, get_transform
 from chad.types import Real
 from chad.values import value_from_json
-from costmodel.evaluate import Evaluator
-from costmodel.lacm import SpecLACM
-from runtime.protocol import EVM
-from runtime.registry import make_evm as make_runtime
+from chad.costmodel.evaluate import Evaluator
+from chad.costmodel.lacm import SpecLACM
+from chad.runtime.protocol import EVM
+from chad.runtime.registry import make_evm as make_runtime
 
 features.load()  # the composition root: every transform and extension
 
@@ -112,7 +112,7 @@ class Measurement:
     """One measured program: the four numbers of the criterion, the transform and
     EVM they were measured with, and (not compared) the program's value, the
     gradient term's value and, when asked for, the EVM's own work count
-    (runtime/*: tree nodes visited by the persistent map, cells touched by the
+    (chad/runtime/*: tree nodes visited by the persistent map, cells touched by the
     mutable array). The complexity checker calls these its observations."""
 
     primal_steps: int

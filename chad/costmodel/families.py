@@ -18,8 +18,8 @@ of n, and z3's verdict on "some (c, c') bound the family for all n".
     print(result.render())
 
 `study` measures the family at its training sizes and held-back sizes, fits
-primal steps, gradient steps, size(ctg) and |Γ| exactly (costmodel.fit.fit_exact,
-verified on the held-back sizes) and asks z3 (costmodel.fit.decide_family).
+primal steps, gradient steps, size(ctg) and |Γ| exactly (chad.costmodel.fit.fit_exact,
+verified on the held-back sizes) and asks z3 (chad.costmodel.fit.decide_family).
 """
 
 from __future__ import annotations

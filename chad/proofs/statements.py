@@ -30,7 +30,7 @@ CRITERION = Statement(
              "function, uniformly over programs and inputs.",
     formal="exists c, c' > 0. forall (x : σ ⊢ t : R). forall x : σ. forall d : R.\n"
            "  cost(snd D_Γ[t] d; x = x, d = d) <= c' + c * cost(t; x = x)",
-    checked_by="chad check (costmodel/criterion.py) in its TH2 form, below",
+    checked_by="chad check (chad/costmodel/criterion.py) in its TH2 form, below",
 )
 
 CRITERION_GENERAL = Statement(
@@ -87,7 +87,7 @@ TH2_FROM_TH1 = Statement(
     formal="crun + ccall + cmonad - size(ctg) - n + φ'(denvout) - n <= 34 P,\n"
            "φ'(denvout) >= n, Z = 1 + sum_i (1 + z_i), 1 <= z_i <= 2\n"
            "  ==> crun + ccall + cmonad + Z + 4 <= 5 + 34 P + size(ctg) + 4 n",
-    checked_by="proofs/obligations.py::th2_from_th1_obligation, proved by z3 "
+    checked_by="chad/proofs/obligations.py::th2_from_th1_obligation, proved by z3 "
                "(tests/test_check.py, which also measures the decomposition)",
 )
 
@@ -98,7 +98,7 @@ FAMILY_BOUNDED = Statement(
              "G(n) (gradient), S(n) (size of the cotangent) and Γ(n) (parameters), some "
              "constants bound the gradient for every n.",
     formal="exists c, c' >= 0. forall n >= n0.  G(n) <= c * P(n) + c' + S(n) + 4 * Γ(n)",
-    checked_by="costmodel/fit.py::decide_family (z3 over nonlinear real arithmetic), "
+    checked_by="chad/costmodel/fit.py::decide_family (z3 over nonlinear real arithmetic), "
                "`chad check --family NAME`: sat with the smallest witness for the efficient "
                "transform, unsat for the naive ones",
 )
@@ -109,7 +109,7 @@ OBSERVATIONS_COVERED = Statement(
     informal="The smallest c that makes every observed (P, G, S, n) satisfy the bound with "
              "c' = 5, c'' = 4; TH2 says it is at most 34.",
     formal="min { c >= 0 | for every observation: G <= 5 + c * P + S + 4 n }",
-    checked_by="costmodel/fit.py::smallest_c (z3 Optimize), reported by `chad check`",
+    checked_by="chad/costmodel/fit.py::smallest_c (z3 Optimize), reported by `chad check`",
 )
 
 ZEROS_CONSTANT = Statement(

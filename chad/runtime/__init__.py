@@ -1,11 +1,11 @@
 """EVM runtimes: the environment vector monad of Efficient CHAD (Efficient CHAD (Smeding & Vákár), §4.2,
-§5, §8) behind the `EVM` Protocol of runtime/protocol.py.
+§5, §8) behind the `EVM` Protocol of chad/runtime/protocol.py.
 
     make_evm("map")       persistent AVL tree map, O(log |Γ|) per add/scope
     make_evm("array")     mutable list as a stack of cells, O(1) per add/scope
     make_evm("parallel")  the array design with task-parallel then/sequence
 
-runtime/ imports no compiler module: only the value layer of chad/ (the
+chad/runtime/ imports no compiler module: only the value layer of chad/ (the
 cotangents' monoid `chad.linear.plusv`, the big-stack helper `chad.deep`,
 `chad.errors`). The monoid is also a constructor parameter (`plus=`).
 """

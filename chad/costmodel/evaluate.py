@@ -7,24 +7,25 @@ version: `lfst`/`lsnd` of a zero cost 1 + (argument) + (the zero), as
 `lcastl`/`lcastr` do. The rules for the other constructs (def calls, arrays,
 primitives beyond the formalisation) are in docs/cost-model.md.
 
-Monadic values are actions of an EVM implementation (runtime/); their costs are
+Monadic values are actions of an EVM implementation (chad/runtime/); their costs are
 the formalisation's LACM costs, reported by the implementation when `run` runs.
 
 Environments are one mutable dict per function body, with save/restore around
 binders; a closure copies only its captured variables, so each closure call has a
 private dict (safe when the parallel runtime calls closures from several threads).
-
-Memory (the counting path keeps every residual of the forward pass alive until
-the backward pass has run, so its per-element and per-let size is the peak):
-a closure is two slots, its lambda node and the captured values (no dict of its
-own: the names are the node's), a lambda capturing nothing evaluated again (in
-a build, map or fold body, a called function) gives the same closure object, and
-a chain of lets in body position is one loop, not one recursion per let, so a
-let chain of depth n keeps fewer Python frames alive. None of this changes a
-value or a step count.
 The rules live in the table chad.tables.EVAL: the core rules below register
 themselves there; extensions (arrays, closure conversion) and naive CHAD's dense
 environments register theirs through chad/extend.py (`register_node(eval=...)`).
+
+Memory: the counting path keeps every residual of the forward pass (closures,
+pairs) alive until the backward pass has run, so their size per element or per
+let is the peak (benchmarks/bench_memory.py, tests/test_memory.py). A closure is
+two slots, its lambda node and the captured values (no dict: the names are the
+node's); a lambda capturing nothing that is evaluated again (in a build, map or
+fold body, a called function) gives the same closure object; a bind's
+continuation is a two-slot object, not a Python closure; a chain of lets in body
+position is one loop, not three Python frames per let. None of this changes a
+value or a step count.
 """
 
 from __future__ import annotations

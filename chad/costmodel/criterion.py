@@ -18,7 +18,7 @@ shrinks the program, and the smallest violating program comes back as a
 `Counterexample` (program text, numbers, and the `chad cost` line reproducing it).
 Generation is deterministic given the seed (`@seed`, no example database).
 
-The numbers come from costmodel/measure.py (`measure`, re-exported here), the one
+The numbers come from chad/costmodel/measure.py (`measure`, re-exported here), the one
 measurement `chad cost` makes too; an observation is its `Measurement`.
 """
 

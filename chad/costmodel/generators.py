@@ -2,7 +2,7 @@
 cotangents (public API for research users).
 
     from hypothesis import given
-    from costmodel.generators import programs
+    from chad.costmodel.generators import programs
 
     @given(programs(max_depth=4))
     def test(case):

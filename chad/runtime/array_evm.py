@@ -5,7 +5,7 @@ pop are O(1) (amortised for push), plus the cost of `plusv`.
 An action is a closure `act(cells) -> (result, cost)` that mutates `cells`
 in place; `run` copies the environment into a fresh list, so the caller's list
 is never modified. Costs are the formalisation's abstract costs (see
-runtime/protocol.py), identical to the other implementations.
+chad/runtime/protocol.py), identical to the other implementations.
 
 `work` counts cells touched: one per `add`, one per `scope` (push + pop of the
 same cell), and |env| per `run` (copying the environment in).

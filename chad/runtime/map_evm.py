@@ -1,5 +1,5 @@
 """The persistent-map EVM (Efficient CHAD (Smeding & Vákár), §4.2): the state monad over an immutable
-balanced tree map (runtime/persistent_map.py) keyed by level.
+balanced tree map (chad/runtime/persistent_map.py) keyed by level.
 
 An action is a pure function `act(map) -> (result, map', cost)`: the map is
 threaded through functionally and never mutated, so every intermediate state
@@ -8,7 +8,7 @@ inserts the new cell at level |cells| (the map's size) and deletes it again,
 both O(log |Γ|). `run` builds a balanced map from the environment list in O(|Γ|)
 and reads it back in order.
 
-Costs are the formalisation's abstract costs (runtime/protocol.py), the same as
+Costs are the formalisation's abstract costs (chad/runtime/protocol.py), the same as
 for the array EVM: the logarithmic factor of this implementation shows only in
 `work`, which counts tree nodes visited and created.
 """

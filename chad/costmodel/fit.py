@@ -16,7 +16,7 @@ Two kinds of fit:
    polynomial), by an exact rational least-squares solve over the training n,
    accepted only when it reproduces every training and every held-back n exactly.
    `decide_family` then asks z3 whether some (c, c') bound the family for all n
-   (proofs/obligations.py states the formula).
+   (chad/proofs/obligations.py states the formula).
 """
 
 from __future__ import annotations
@@ -317,7 +317,7 @@ def decide_family(primal: ClosedForm, gradient: ClosedForm, ctg_size: ClosedForm
     integer n >= 0), k one more than the degree of the bound side; bounding
     treats 2^n as an unknown m >= n + 1 (a superset of the graph of 2^n, so `sat`
     stays sound)."""
-    from proofs.obligations import binomial_lower_bound, family_obligation, solve_exists
+    from chad.proofs.obligations import binomial_lower_bound, family_obligation, solve_exists
 
     exp_bound = any(f.exponential for f in (primal, ctg_size, params))
     if not gradient.exponential and not exp_bound:

@@ -2,9 +2,9 @@
 
 This is the *statement* of the monad: a pure state-passing function
 `env -> (result, env', cost)` with the costs of the Agda module. It is the oracle
-the runtimes (runtime/) are compared against, and it satisfies the EVM Protocol so
+the runtimes (chad/runtime/) are compared against, and it satisfies the EVM Protocol so
 the evaluator can run on it directly (name "spec"). The Agda module has no
-`sequence`: it gets the Protocol's default (runtime.protocol.EVMBase), the
+`sequence`: it gets the Protocol's default (chad.runtime.protocol.EVMBase), the
 balanced tree of `then`. `work` counts the cells copied (every action rebuilds
 the tuple of cells), i.e. O(|Γ|) per add and scope.
 """
@@ -12,7 +12,7 @@ the tuple of cells), i.e. O(|Γ|) per add and scope.
 from __future__ import annotations
 
 from chad.linear import plusv
-from runtime.protocol import EVMBase
+from chad.runtime.protocol import EVMBase
 
 
 class SpecLACM(EVMBase):

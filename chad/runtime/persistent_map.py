@@ -7,7 +7,7 @@ invariant (subtree heights differ by at most one) the height is at most
 
 Work accounting: every map carries a `counter` (a one-element list shared by all
 versions derived from it). Each tree node visited or created adds one to
-counter[0], so callers (runtime/map_evm.py) can report the real work next to
+counter[0], so callers (chad/runtime/map_evm.py) can report the real work next to
 the abstract cost of the formalisation.
 """
 

@@ -7,7 +7,7 @@ z3 should report a witness for:
   family_obligation     exists c, c' >= 0. forall n >= n0.
                           G(n) <= c*P(n) + c' + S(n) + c''*Γ(n)
                         for closed forms P, G, S, Γ of a program family
-                        (statement FAMILY_BOUNDED in proofs/statements.py);
+                        (statement FAMILY_BOUNDED in chad/proofs/statements.py);
   observations_obligation
                         exists c >= 0. for every observation (P, G, S, n):
                           G <= c' + c*P + S + c''*n

@@ -1,0 +1,162 @@
+"""Write docs/mutation-report.md from mutmut's results (`make mutate`).
+
+Per file: killed / total (mutants that no selected test reaches are counted apart, as
+"no test"), then every surviving mutant with its diff and a reason. Reasons written by
+hand in the report (the line `reason: ...` under a mutant) are kept when the report is
+regenerated; a survivor without one is marked TODO.
+"""
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from collections import Counter, defaultdict
+from pathlib import Path
+
+from mutmut.stats import status_by_exit_code
+
+REPORT = Path("docs/mutation-report.md")
+FILES = [
+    "chad/costmodel/evaluate.py", "chad/transform/efficient.py", "chad/arrays/evaluate.py",
+    "chad/arrays/transform.py", "chad/functions/evaluate.py", "chad/functions/efficient.py",
+    "chad/functions/calls.py", "chad/transform/naive_terms.py", "chad/runtime/array_evm.py",
+    "chad/runtime/map_evm.py", "chad/runtime/parallel_evm.py", "chad/runtime/protocol.py", "chad/costmodel/lacm.py",
+]
+# Only these functions of the two files that mix rules with other code are in scope.
+SCOPE = {
+    "chad/functions/calls.py": re.compile(r"\.x_(eval_dcall|call_rule)__mutmut_"),
+    "chad/transform/naive_terms.py": re.compile(r"\.x_(tsize|_d\w+|_ev\w+)__mutmut_"),
+}
+
+
+def old_reasons() -> dict[str, str]:
+    reasons, current = {}, None
+    if REPORT.exists():
+        for line in REPORT.read_text().splitlines():
+            m = re.match(r"^#### `([^`]+)`", line)
+            if m:
+                current = m.group(1)
+            m = re.match(r"^reason: (.*)$", line)
+            if m and current and not m.group(1).startswith("TODO"):
+                reasons[current] = m.group(1)
+    return reasons
+
+
+# Reasons that follow from the diff alone (checked by reading each such mutant once).
+AUTO_REASONS = [
+    (re.compile(r"^\S*\.x_(rule|register)__mutmut_"),
+     "equivalent here: registration code, run once at import (features.load() in tests/conftest.py) "
+     "before mutmut switches a mutant on; a broken registration fails every test at import."),
+    (re.compile(r"raise \w*Error\("),
+     "equivalent: changes an error's message or source location only (no step count, value or gradient)."),
+    (re.compile(r"self\.fresh\("),
+     "equivalent: changes a fresh variable's prefix only; fresh names are made unique by their counter "
+     "and contain '$', so no name can clash and the terms evaluate alike."),
+]
+
+
+def auto_reason(name: str, diff: str) -> str | None:
+    changed = [l for l in diff.splitlines() if l.startswith("-")]
+    for pat, reason in AUTO_REASONS:
+        if pat.search(name) or (changed and all(pat.search(l) for l in changed)):
+            return reason
+    return None
+
+
+def diff_of(name: str) -> str:
+    out = subprocess.run([sys.executable, "tools/mutmut_run.py", "show", name],
+                         capture_output=True, text=True).stdout
+    lines = [l for l in out.splitlines() if l.startswith(("+", "-")) and not l.startswith(("+++", "---"))]
+    return "\n".join(lines).strip()
+
+
+def load_codes(root: Path, f: str) -> dict | None:
+    meta = root / (f + ".meta")
+    return json.loads(meta.read_text())["exit_code_by_key"] if meta.exists() else None
+
+
+def tally(root: Path, fallback: Path | None = None):
+    """Per file, the Counter of statuses and the survivors. A mutant not checked in this
+    run takes its verdict from `fallback` (a snapshot of an earlier run, when only that
+    run's survivors were run again after adding tests)."""
+    rows, survivors = [], []
+    totals = Counter()
+    for f in FILES:
+        codes = load_codes(root, f)
+        if codes is None:
+            rows.append((f, None))
+            continue
+        if fallback is not None:
+            old = load_codes(fallback, f) or {}
+            codes = {k: (v if v is not None else old.get(k)) for k, v in codes.items()}
+        scope = SCOPE.get(f)
+        c = Counter()
+        for name, code in sorted(codes.items(), key=lambda kv: (kv[0].rsplit("_", 1)[0], int(kv[0].rsplit("_", 1)[1]))):
+            if scope and not scope.search(name):
+                continue
+            status = status_by_exit_code[code]
+            c[status] += 1
+            if status in ("survived", "no tests"):
+                survivors.append((f, name, status))
+        rows.append((f, c))
+        if c["not checked"] < sum(c.values()):
+            totals.update(c)
+    return rows, survivors, totals
+
+
+def line(f, c):
+    if c is None or c["not checked"] == sum(c.values()):
+        return f"| {f} | not run | | | | |"
+    ran = sum(c.values()) - c["not checked"]
+    killed = c["killed"] + c["timeout"] + c["segfault"] + c["suspicious"]
+    score = f"{100 * killed / ran:.1f}%" if ran else "-"
+    return (f"| {f} | {killed} / {ran} ({score}) | {c['survived']} "
+            f"| {c['no tests']} | {c['timeout']} | {c['not checked']} |")
+
+
+HEADER = [
+    "| file | killed / run (score) | survived | no selected test reaches it | timeout (counted killed) | not run |",
+    "|---|---|---|---|---|---|",
+]
+
+
+def main() -> None:
+    args = sys.argv[1:]
+    before = Path(args[args.index("--before") + 1]) if "--before" in args else None
+    reasons = old_reasons()
+    rows, survivors, totals = tally(Path("mutants"), before)
+    out = [
+        "# Mutation report (`make mutate`)",
+        "",
+        "Generated by `tools/mutate_report.py` from mutmut's results; only the `reason:` lines",
+        "are written by hand (and kept when the report is regenerated). The tool, its version",
+        "and the kill command are in `[tool.mutmut]` of pyproject.toml and the `mutate` extra.",
+        "",
+        *HEADER,
+        *[line(f, c) for f, c in rows],
+        line("**total**", totals),
+        "",
+        "## Surviving mutants",
+        "",
+        "Survived, or reached by no test of the kill command (\"no tests\").",
+        "",
+    ]
+    for f, name, status in survivors:
+        diff = diff_of(name)
+        reason = reasons.get(name) or auto_reason(name, diff) or "TODO"
+        out += [f"#### `{name}`", "", f"{status} ({f})", "", "```diff", diff, "```",
+                f"reason: {reason}", ""]
+    if not survivors:
+        out.append("None.")
+    if before is not None:
+        brows, bsurv, btotals = tally(before)
+        out += ["", "## Score before the tests/test_mutants_*.py tests", "",
+                "The same run with the test suite as it was (before the new tests):", "",
+                *HEADER, *[line(f, c) for f, c in brows], line("**total**", btotals), ""]
+    REPORT.write_text("\n".join(out) + "\n")
+    print(f"wrote {REPORT}: {len(survivors)} surviving mutants")
+
+
+if __name__ == "__main__":
+    main()
