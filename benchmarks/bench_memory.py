@@ -27,9 +27,8 @@ size: for the build, the n reals it builds (8 n bytes, the only data of size n i
 the program); for the let chain, its program text (UTF-8 bytes). `cpu s` is the
 child's CPU time. The build at 10^4 also prints its gradient step count, which
 the memory work must not change (tests/test_golden.py and the others check the
-counts exactly). The let chain of 10^5 overflows chad's default
-big-stack threads (chad/deep.py, 64 MiB) in the transform, so the child gives
-them 512 MiB.
+counts exactly). The let chain of 10^5 runs in chad's default big-stack threads
+(chad/deep.py, 256 MiB).
 
 Measured on the 2-core development machine, bytes per element or per let, before
 and after the evaluator's memory work (issue point 9; after/before in brackets):
@@ -62,7 +61,6 @@ CASES = (("build", 10_000), ("build", 100_000), ("build", 1_000_000),
          ("lets", 10_000), ("lets", 100_000))
 TRACE_MAX_BUILD = 100_000  # tracemalloc only for builds up to this size
 STEPS_MAX = 10_000         # gradient step counts printed for builds up to this size
-BIG_STACK = 512 * 1024 * 1024  # the let chains' big-stack threads (see measure)
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 
@@ -146,12 +144,7 @@ def traced_peak(fn) -> int:
 def measure(kind: str, n: int, trace: bool = False, steps: bool = False) -> dict:
     """In a fresh process: load the program, then measure chad.grad on it."""
     import chad
-    import chad.deep
 
-    if kind == "lets":
-        # The transform of 10^5 nested lets overflows the default big stack
-        # (chad/deep.py, 64 MiB) with a segmentation fault: give it 512 MiB.
-        chad.deep.STACK_BYTES = max(chad.deep.STACK_BYTES, BIG_STACK)
     src = PROGRAMS[kind](n)
     prog = chad.load(src)
     cpu0 = _cpu()

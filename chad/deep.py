@@ -17,13 +17,14 @@ needs are changed only while they are needed and restored before returning:
 * the cyclic garbage collector is paused while deep work runs (a counter too)
   and re-enabled afterwards if it was enabled;
 * the big-stack threads are affordable under an address-space limit
-  (`RLIMIT_AS`): STACK_BYTES is 64 MiB, not 512 MiB, and at most
+  (`RLIMIT_AS`): STACK_BYTES is 256 MiB, not 512 MiB, and at most
   MAX_DEEP_THREADS of them exist at a time (further callers wait for one to
   finish). The documented deep programs (10,000 nested lets or a sum of
   10,000 terms through parse, check, print, grad and cost; tests/test_deep.py)
   need more than 8 MiB and run in 16 MiB, the parser's deepest nesting
   (MAX_DEPTH = 20,000 parentheses, through check and grad on every runtime) in
-  32 MiB.
+  32 MiB; the gradient of 100,000 nested lets needs more than 64 MiB and runs in
+  128 MiB (benchmarks/bench_memory.py measures it), so 256 MiB keeps a margin.
 
 A thread outside deep work must not rely on a limit raised for others: it drops
 back when their work ends. `reliable_recursion_limit()` is the limit it can rely on.
@@ -39,11 +40,11 @@ from typing import Callable, Iterator, TypeVar
 
 T = TypeVar("T")
 
-STACK_BYTES = 64 * 1024 * 1024
+STACK_BYTES = 256 * 1024 * 1024
 RECURSION_LIMIT = 1_000_000
 # Big-stack threads started by run_deep that may exist at once (reserved address
-# space: MAX_DEEP_THREADS * STACK_BYTES = 1 GiB); more callers wait for a slot.
-MAX_DEEP_THREADS = 16
+# space: MAX_DEEP_THREADS * STACK_BYTES = 2 GiB); more callers wait for a slot.
+MAX_DEEP_THREADS = 8
 
 _local = threading.local()
 _slots = threading.BoundedSemaphore(MAX_DEEP_THREADS)

@@ -55,3 +55,21 @@ def test_cli_on_a_deep_program(tmp_path, capsys):
     assert main(["grad", str(f), "--args", "[2.0]", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["gradient"] == [pytest.approx(1.0)]
+
+
+@pytest.mark.long
+def test_gradient_of_100000_nested_lets_in_a_subprocess():
+    """The gradient of 10^5 nested lets fits the big-stack threads (chad/deep.py);
+    run apart, so a stack overflow (a segmentation fault) fails the test."""
+    import subprocess
+    import sys
+
+    code = ("import chad\n"
+            "n = 100_000\n"
+            "lines = ['def f(x : R) : R ='] + "
+            "[f'  let x{i} = {\"x\" if i == 0 else f\"x{i-1}\"} * 1.0001 in' for i in range(n)]"
+            " + [f'  x{n-1}']\n"
+            "v, (g,) = chad.grad('\\n'.join(lines))(1.0)\n"
+            "assert abs(g - 1.0001 ** n) < 1e-6 * g, g\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, (r.returncode, r.stderr[-1000:])
