@@ -1,5 +1,4 @@
-"""Memory of the counting path (issue "A good citizen in someone else's process",
-point 9): the peak memory of `chad.grad` (transform, then forward and backward
+"""Memory of the counting path: the peak memory of `chad.grad` (transform, then forward and backward
 pass of the instrumented evaluator on the array EVM) on
 
 * `def f(x : R) : R = sum (build n (\\i -> x * toreal i))` at n = 10^4, 10^5, 10^6;
@@ -31,7 +30,7 @@ counts exactly). The let chain of 10^5 runs in chad's default big-stack threads
 (chad/deep.py, 256 MiB).
 
 Measured on the 2-core development machine, bytes per element or per let, before
-and after the evaluator's memory work (issue point 9; after/before in brackets):
+and after the evaluator's memory work (after/before in brackets):
 
     case          grad peak              eval peak             traced
     build 10^4     2566 -> 1008 (0.39)    2565 -> 1008 (0.39)   2425 -> 953 (0.39)

@@ -21,6 +21,7 @@ smallest witness; exit 0) or refuted (unsat; exit 1).
 
 from __future__ import annotations
 
+import importlib.util
 import os
 
 from chad.costmodel.criterion import Constants, ProgressBar, run_check, transform_features, transform_names
@@ -73,6 +74,8 @@ def _usage(msg: str):
 
 def _check_plot_path(path: str) -> None:
     """Refuse a --plot file that cannot be written, before any work starts."""
+    if importlib.util.find_spec("matplotlib") is None:
+        raise _usage("--plot needs matplotlib, an optional extra: pip install 'chad[plots]'")
     if not path.lower().endswith(".png"):
         raise _usage("--plot: the file name must end in .png")
     if os.path.isdir(path):

@@ -54,6 +54,7 @@ import sys
 import numpy as np
 from attrs import frozen
 
+from .deep import run_deep
 from .errors import EvalError, UsageError
 from .types import ArrayT, Fun, Int, Prod, Real, Sum, Type, UnitT
 
@@ -258,8 +259,6 @@ def parse_json(text: str, what: str):
     """Read the JSON `text` given as `what` (e.g. "--args") under the policy above.
 
     Runs on a big stack (chad.deep): a deeply nested text is read, never a crash."""
-    from .deep import run_deep
-
     def constant(name):
         raise UsageError(f"{what}: {name} is not JSON; write a non-finite real as one of "
                          f"the strings {NONFINITE_TEXT}")
@@ -287,8 +286,6 @@ def parse_json(text: str, what: str):
 def dumps(obj) -> str:
     """Strict JSON text of obj: a non-finite float anywhere in it is written as
     "inf", "-inf" or "nan", never as NaN / Infinity."""
-    from .deep import run_deep
-
     def write():
         try:
             return json.dumps(obj, allow_nan=False)

@@ -1,8 +1,8 @@
-"""The command line as a good citizen (LANGUAGE.md, "Command line"): inputs found by
+"""The command line as a good citizen (docs/language.md, "Command line"): inputs found by
 fuzzing that used to end in "internal error ... please report this" or worse, echoed
 control characters, `--version` and the help of every option.
 
-Points of the issue "A good citizen in someone else's process":
+What is tested:
   3. numbers out of range in --args / --ctg are usage errors (exit 2) naming the place
   6. control characters in echoed source lines and file names are escaped
   7. `chad --version`, and a help text for every option of every subcommand

@@ -1,5 +1,4 @@
-"""A good citizen in someone else's process (issue "A good citizen in someone
-else's process", point 1): a library call leaves the process-wide settings as it
+"""A good citizen in someone else's process (chad/deep.py): a library call leaves the process-wide settings as it
 found them — the recursion limit, `threading.stack_size()`, the garbage
 collector — also when several threads call it at once; a host program that
 recurses deeply afterwards still gets RecursionError (not a segmentation fault);

@@ -192,3 +192,20 @@ def test_imports_alone_in_a_fresh_interpreter(module):
     r = subprocess.run([sys.executable, "-c", f"import {module}"], cwd=ROOT,
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr[-2000:]
+
+
+def test_the_distribution_has_one_top_level_name(tmp_path):
+    """Installed, chad is the only top-level package: its runtime, cost model and
+    proofs are chad.runtime, chad.costmodel and chad.proofs, and no generic name
+    (runtime, costmodel, proofs) is importable from outside the repository."""
+    code = ("import importlib.util as u, chad.runtime, chad.costmodel.evaluate, chad.proofs\n"
+            "print([n for n in ('runtime', 'costmodel', 'proofs') if u.find_spec(n)])")
+    r = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.strip() == "[]"
+    import setuptools
+
+    found = setuptools.find_packages(str(ROOT), include=["chad", "chad.*"])
+    assert found and all(p == "chad" or p.startswith("chad.") for p in found)
+    assert {"chad.runtime", "chad.costmodel", "chad.proofs"} <= set(found)

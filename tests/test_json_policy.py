@@ -1,8 +1,8 @@
 """JSON on the command line: every `--json` output parses as strict JSON, and one
 policy for non-finite numbers and for numbers out of range, the same for input and
-output (the docstring of chad/values.py; LANGUAGE.md, "Values and cotangents as JSON").
+output (the docstring of chad/values.py; docs/language.md, "Values and cotangents as JSON").
 
-Points of the issue "A good citizen in someone else's process":
+What is tested:
   4. `chad show --json` emits JSON; every subcommand's --json output parses
   5. non-finite reals are the strings "inf", "-inf", "nan" everywhere; a number
      beyond float range is an error, in --args / --ctg as for a literal in a program

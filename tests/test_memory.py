@@ -1,5 +1,5 @@
-"""Memory of the counting path (issue "A good citizen in someone else's process",
-point 9; benchmarks/bench_memory.py measures it at larger sizes).
+"""Memory of the counting path (benchmarks/bench_memory.py measures it at larger
+sizes).
 
 Not timing tests: each bounds the peak memory of a gradient per element (or per
 let) by a fixed number of bytes, well above what the evaluator needs now and well

@@ -1,5 +1,4 @@
-"""The parallel runtime is deterministic (issue "A good citizen in someone else's
-process", point 8): a forked task logs its adds to the cells that existed at the
+"""The parallel runtime is deterministic (docs/runtimes.md, "Determinism"): a forked task logs its adds to the cells that existed at the
 fork, and the forking thread replays the log at the join, after its own side —
 so every cell receives the `plusv` calls of the sequential runtime in program
 order, whatever order the threads finish in.

@@ -35,7 +35,9 @@ from attrs import define, field, frozen
 
 from chad import features
 from chad.errors import UsageError
+from chad.terms import App, Build, Def, Index, Lam, Param, Prim, Program, Unit, Var
 from chad.transform import registry
+from chad.types import UNIT, ArrayT, Fun, R, Z
 
 from .generators import (
     GenCase, chains, programs, tuple_types, types,
@@ -212,9 +214,6 @@ def transform_features(transform: str) -> dict[str, bool]:
 
 
 def _supports(transform: str, feature: str) -> bool:
-    from chad.terms import App, Build, Def, Index, Lam, Param, Prim, Program, Unit, Var
-    from chad.types import ArrayT, Fun, R, UNIT, Z
-
     if feature == "arrays":
         a = Var("a", ty=ArrayT(R))
         body = Build(Prim("ILIT", Unit(ty=UNIT), 1, ty=Z), "i",

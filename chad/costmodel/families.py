@@ -31,6 +31,7 @@ from attrs import frozen
 from chad.terms import (
     App, Build, Def, Fst, Index, Lam, MapA, Param, Pair, Prim, Program, Unit, Var,
 )
+from chad.printer import print_program
 from chad.types import UNIT, ArrayT, Fun, Prod, R, Z
 
 from .fit import ClosedForm, FitError, Verdict, decide_family, fit_exact
@@ -47,8 +48,6 @@ class Instance:
     ctg: Any
 
     def source(self) -> str:
-        from chad.printer import print_program
-
         return print_program(self.program)
 
 

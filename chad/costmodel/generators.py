@@ -47,6 +47,7 @@ import numpy as np
 from attrs import field, frozen
 from hypothesis import strategies as st
 
+from chad.checker import check_program
 from chad.primitives import SIGN_T
 from chad.printer import print_program
 from chad.terms import (
@@ -54,7 +55,7 @@ from chad.terms import (
     MapA, Pair, Param, Prim, Program, Snd, Term, Unit, Var, map_children,
 )
 from chad.types import BOOL, UNIT, ArrayT, Fun, Int, Prod, R, Real, Sum, Type, UnitT, Z
-from chad.values import Inj
+from chad.values import Inj, value_to_json
 
 from .measure import run_primal
 
@@ -90,8 +91,6 @@ class GenCase:
         return print_program(annotate_injections(self.program))
 
     def args_json(self) -> list:
-        from chad.values import value_to_json
-
         return [value_to_json(p.ty, a) for p, a in zip(self.defn.params, self.args)]
 
     def ctg_json(self):
@@ -700,8 +699,6 @@ def evaluate_case(defn: Def, args, helpers=()):
 def _fill_captures(program: Program) -> Program:
     """Run the type checker over a generated program (with injections ascribed):
     it fills in every lambda's capture list."""
-    from chad.checker import check_program
-
     return check_program(annotate_injections(program))
 
 
