@@ -208,7 +208,7 @@ def test_parallel_runtime_forks_on_big_sequences_and_trees():
     for src in ["def f(a : Array R) : R = sum (map (\\x -> sin x * x) a)",
                 "def f(a : Array R) : R = fold (\\p -> fst p * snd p + sin (fst p)) a"]:
         cells, machine = _final_cells(src, [list(np.linspace(0, 1, 300))], 1.0, evm="parallel")
-        assert machine.forks > 0
+        assert machine.forks_submitted > 0  # decided by the actions' weights, not by timing
         ref, _ = _final_cells(src, [list(np.linspace(0, 1, 300))], 1.0, evm="array")
         np.testing.assert_allclose(B.to_dense(cells[0], 300, L_R), B.to_dense(ref[0], 300, L_R),
                                    rtol=1e-12)

@@ -253,7 +253,7 @@ def test_parallel_default_grain_stays_sequential_for_small_actions():
     evm = make_evm("parallel")
     small = evm.then(evm.add(0, 1.0), evm.add(0, 2.0))
     assert evm.run(small, [0.0])[1] == [3.0]
-    assert evm.forks == 0
+    assert evm.forks_submitted == 0 and evm.forks == 0
 
 
 # ---------------------------------------------------------------------------

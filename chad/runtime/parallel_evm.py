@@ -32,7 +32,8 @@ Representation
   join up). A fork costs O(1); a logged add costs O(1) per join it passes.
 * `work` counts what the array runtime counts, so it does not depend on the
   scheduling either: one per add (when it reaches its cell), one per scope,
-  |env| per run. `forks` counts the forks whose pool side ran on a pool thread.
+  |env| per run. `forks` counts the forks whose pool side ran on a pool thread
+  (it depends on the scheduling); `forks_submitted` the forks decided (it does not).
 * An action is a `PAction(fn, weight)`; `fn(ctx) -> (result, cost)`. The static
   `weight` (number of constructors, with a bind counted as heavy because its
   continuation is unknown) decides whether a `then` forks: only if both sides
@@ -135,11 +136,13 @@ class ParallelEVM(EVMBase):
         self._seq_depth = math.ceil(math.log2(max_workers)) + 1
         self.work = 0
         self.forks = 0  # forks that actually ran a side on another pool thread
+        self.forks_submitted = 0  # forks decided (a side submitted): independent of timing
 
     def reset_work(self) -> None:
         with self._work_lock:
             self.work = 0
             self.forks = 0
+            self.forks_submitted = 0
 
     # the pool ---------------------------------------------------------------
     def _pool(self) -> ThreadPoolExecutor:
@@ -198,6 +201,8 @@ class ParallelEVM(EVMBase):
                 return fb(sub)
 
         fut = self._pool().submit(task)
+        with self._work_lock:
+            self.forks_submitted += 1
         try:
             ra, ca = fa(ctx)
         except BaseException:
