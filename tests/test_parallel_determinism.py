@@ -18,7 +18,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 import chad
 from chad.values import Inj
@@ -110,73 +109,9 @@ def test_order_sensitive_sums_do_not_depend_on_thread_timing(workers):
 # ---------------------------------------------------------------------------
 # random action trees: the parallel runtime is the array runtime, exactly
 
-floats = st.floats(-1e6, 1e6, allow_nan=False, allow_infinity=False)
-
-
-def _values(shape):
-    if shape == "R":
-        return st.one_of(floats, st.just(None))
-    if shape == "U":
-        return st.just(None)
-    if shape[0] == "P":
-        return st.one_of(st.just(None), st.tuples(_values(shape[1]), _values(shape[2])))
-    return st.one_of(st.just(None), st.builds(Inj, st.sampled_from([0, 1]), _values(shape[1])))
-
-
-shapes = st.recursive(st.sampled_from(["R", "U"]),
-                      lambda inner: st.one_of(st.tuples(st.just("P"), inner, inner),
-                                              st.tuples(st.just("S"), inner)),
-                      max_leaves=4)
-
-
-@st.composite
-def trees(draw, shapes_of_cells, depth=4):
-    """A random action tree (data) over cells of the given shapes."""
-    kinds = ["add", "pure"] + (["then", "seq", "scope", "bind"] if depth > 0 else [])
-    kind = draw(st.sampled_from(kinds))
-    if kind == "pure":
-        return ("pure", draw(floats))
-    if kind == "add":
-        level = draw(st.integers(0, len(shapes_of_cells) - 1))
-        return ("add", level, draw(_values(shapes_of_cells[level])))
-    if kind == "then":
-        return ("then", draw(trees(shapes_of_cells, depth - 1)),
-                draw(trees(shapes_of_cells, depth - 1)))
-    if kind == "seq":
-        return ("seq", draw(st.lists(trees(shapes_of_cells, depth - 1), max_size=5)))
-    if kind == "bind":
-        return ("bind", draw(trees(shapes_of_cells, depth - 1)), draw(st.integers(0, 3)),
-                draw(trees(shapes_of_cells, depth - 1)))
-    shape = draw(shapes)
-    return ("scope", draw(_values(shape)), draw(trees(shapes_of_cells + [shape], depth - 1)))
-
-
-def build(evm, t):
-    kind = t[0]
-    if kind == "pure":
-        return evm.pure(t[1])
-    if kind == "add":
-        return evm.add(t[1], t[2])
-    if kind == "then":
-        return evm.then(build(evm, t[1]), build(evm, t[2]))
-    if kind == "seq":
-        return evm.sequence([build(evm, s) for s in t[1]])
-    if kind == "bind":
-        body = build(evm, t[3])
-
-        def k(_x):
-            time.sleep(0.0003 * t[2])  # let concurrent branches finish in other orders
-            return body, t[2]
-
-        return evm.bind(build(evm, t[1]), k)
-    return evm.scope(t[1], build(evm, t[2]))
-
-
-@st.composite
-def programs(draw):
-    cell_shapes = draw(st.lists(shapes, min_size=1, max_size=4))
-    env = [draw(_values(s)) for s in cell_shapes]
-    return draw(trees(cell_shapes)), env
+# Random action trees with arbitrary floats and mixed sum sides: the law tests'
+# generator (exact=False) and builder.
+from tests.test_evm_laws import build, programs  # noqa: E402
 
 
 PARALLEL = {w: ParallelEVM(max_workers=w, grain=1) for w in (1, 2, 8)}
@@ -185,9 +120,9 @@ ARRAY = ArrayEVM()
 
 @settings(max_examples=150, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-@given(programs())
+@given(programs(exact=False, min_cells=1))
 def test_parallel_equals_array_on_random_trees_with_any_values(prog):
-    tree, env = prog
+    tree, env, _ = prog
     expected = ARRAY.run(build(ARRAY, tree), env)
     for evm in PARALLEL.values():
         got = evm.run(build(evm, tree), env)

@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import glob
 import json
-import math
 import os
 import sys
 
@@ -40,26 +39,8 @@ if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
 
-# ------------------------------------------------------------------ exact JSON of values
-def canon(v):
-    """Values and dense gradients as exact JSON: floats as hex strings, pairs and
-    arrays as lists, injections as {"inl": v} / {"inr": v}, Z as ints, () as null."""
-    if v is None:
-        return None
-    if isinstance(v, bool):
-        return {"inl": None} if v else {"inr": None}
-    if isinstance(v, float) or type(v).__name__ in ("float64", "float32"):
-        v = float(v)
-        return "nan" if math.isnan(v) else v.hex()
-    if isinstance(v, int) or type(v).__name__ in ("int64", "int32"):
-        return int(v)
-    if isinstance(v, (tuple, list)):
-        return [canon(x) for x in v]
-    if hasattr(v, "side") and hasattr(v, "value"):
-        return {("inl", "inr")[v.side]: canon(v.value)}
-    if hasattr(v, "tolist"):
-        return [canon(x) for x in v.tolist()]
-    raise TypeError(f"canon: unexpected value {v!r}")
+# Exact JSON of values and gradients (floats as hex): the oracle's `canon`.
+from tests.oracle_agda import canon  # noqa: E402
 
 
 def measure(program: str, args, ctg, evm: str = DEFAULT_EVM) -> dict:
