@@ -22,7 +22,11 @@ run: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -n 2 tests
 
-bench: $(STAMP)
+$(VENV)/.installed-bench: $(STAMP)
+	$(BIN)/pip install --quiet -e '.[test,bench]'
+	touch $@
+
+bench: $(VENV)/.installed-bench
 	$(BIN)/python -m benchmarks
 
 check-long: $(STAMP)

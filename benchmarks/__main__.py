@@ -1,9 +1,12 @@
 """Driver: `python -m benchmarks` runs every benchmarks/bench_*.py module's main();
-`python -m benchmarks evm ...` runs only the named ones (bench_evm, ...)."""
+`python -m benchmarks evm ...` runs only the named ones (bench_evm, ...).
+Options (`--quick`, ...) go to the named benchmarks whose main() takes an argv:
+`python -m benchmarks compiled --quick`."""
 
 from __future__ import annotations
 
 import importlib
+import inspect
 import pkgutil
 import sys
 import time
@@ -22,6 +25,8 @@ def main(argv: list[str] | None = None) -> int:
     if any(a in ("-h", "--help") for a in argv):
         print(f"usage: python -m benchmarks [{' | '.join(names)} ...]")
         return 0
+    options = [a for a in argv if a.startswith("-")]
+    argv = [a for a in argv if not a.startswith("-")]
     unknown = [a for a in argv if a not in names]
     if unknown:
         print(f"unknown benchmark(s) {', '.join(unknown)}; available: {', '.join(names)}",
@@ -29,9 +34,13 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     for name in argv or names:
         module = importlib.import_module(f"benchmarks.bench_{name}")
+        takes_argv = bool(inspect.signature(module.main).parameters)
+        if options and not takes_argv:
+            print(f"benchmark {name} takes no options ({' '.join(options)})", file=sys.stderr)
+            return 2
         print(f"== {name} ==")
         start = time.perf_counter()
-        module.main()
+        module.main(options or None) if takes_argv else module.main()
         print(f"({name}: {time.perf_counter() - start:.1f} s)\n", flush=True)
     return 0
 

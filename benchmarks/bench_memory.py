@@ -147,7 +147,7 @@ def measure(kind: str, n: int, trace: bool = False, steps: bool = False) -> dict
     src = PROGRAMS[kind](n)
     prog = chad.load(src)
     cpu0 = _cpu()
-    t_peak, t_kept, g = resident_peak(lambda: chad.grad(prog))
+    t_peak, t_kept, g = resident_peak(lambda: chad.grad(prog, backend="interp"))
     e_peak, _, (value, grads) = resident_peak(lambda: g(2.0))
     cpu = _cpu() - cpu0
     out = {"kind": kind, "n": n, "input": input_bytes(kind, n, src),
@@ -155,7 +155,7 @@ def measure(kind: str, n: int, trace: bool = False, steps: bool = False) -> dict
            "transform_kept": t_kept, "eval": e_peak, "cpu": cpu,
            "value": value, "grad": list(grads)}
     out["steps"] = chad.cost(prog, [2.0]).gradient_steps if steps else None
-    out["traced"] = traced_peak(lambda: chad.grad(prog)(2.0)) if trace else None
+    out["traced"] = traced_peak(lambda: chad.grad(prog, backend="interp")(2.0)) if trace else None
     return out
 
 

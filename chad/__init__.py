@@ -17,7 +17,8 @@ from __future__ import annotations
 import importlib
 
 _PUBLIC = {
-    "grad": "chad.api", "vjp": "chad.api", "cost": "chad.api", "run": "chad.api",
+    "grad": "chad.api", "vjp": "chad.api", "primal": "chad.api", "cost": "chad.api",
+    "run": "chad.api",
     "load": "chad.api", "make_evm": "chad.api", "CostReport": "chad.api", "UNSET": "chad.api",
     "ChadError": "chad.errors", "ParseError": "chad.errors", "TypeCheckError": "chad.errors",
     "EvalError": "chad.errors", "UsageError": "chad.errors",

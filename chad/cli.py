@@ -1,8 +1,10 @@
 """The command line (docs/language.md, "Command line"):
 
     chad run   FILE [--fn NAME] --args JSON [--json]
-    chad grad  FILE [--fn NAME] --args JSON [--ctg JSON] [--evm map|array|parallel] [--transform ...] [--json]
-    chad show  FILE [--fn NAME] [--transform naive|efficient] [--json]
+    chad grad  FILE [--fn NAME] --args JSON [--ctg JSON] [--evm map|array|parallel] [--transform ...]
+               [--backend compiled|interp] [--json]
+    chad show  FILE [--fn NAME] [--transform naive|efficient] [--simplify] [--json]
+    chad compile FILE [--fn NAME] [--what grad|vjp|primal] [--transform ...] [--evm ...] [--no-simplify]
     chad cost  FILE [--fn NAME] --args JSON [--ctg JSON] [--transform ...] [--evm ...] [--json]
     chad check [--transform ...] [--evm ...] [--programs N] [--max-depth D] [--seed S] ...
 
@@ -22,7 +24,8 @@ import os
 import sys
 
 from . import features
-from .api import UNSET, cost, load, run, vjp
+from .api import BACKENDS, UNSET, cost, load, run, vjp
+from .compile import backend as compiled
 from .check_cli import add_check_parser, cmd_check
 from .cotangents import dense_to_json
 from .deep import run_deep
@@ -98,12 +101,30 @@ def build_parser() -> argparse.ArgumentParser:
                    "Evaluate a def and differentiate it by reverse-mode CHAD: prints the "
                    "value and one dense gradient per parameter."),
            ctg=True, evm=True, transform=True)
+    sub.choices["grad"].add_argument(
+        "--backend", choices=BACKENDS, default=None,
+        help="compiled (the default; generated Python, docs/compiler.md) or interp (the "
+             "counting evaluator, the reference; the default with --evm spec)")
     common(command("show", "print the derivative program",
                    "Print the CHAD derivative of a def (its forward pass, giving the primal "
                    "result and the backpropagator)."),
            args=False, transform=True,
            json_help="a JSON object: the def, its parameters and result type, the "
                      "transform, the program text and its term as a tree")
+    sub.choices["show"].add_argument(
+        "--simplify", action="store_true",
+        help="print the derivative after the simplifier (docs/simplifier.md): what the "
+             "compiler generates code from; step counts are always those of the unsimplified term")
+    cp = command("compile", "print the generated Python",
+                 "Print the Python source the compiled backend generates for a def "
+                 "(docs/compiler.md): its gradient (value and cotangents from the "
+                 "arguments and the output cotangent), its forward and backward passes "
+                 "(--what vjp) or its primal (--what primal).")
+    common(cp, args=False, evm=True, transform=True, json_help="a JSON object with the source")
+    cp.add_argument("--what", choices=("grad", "vjp", "primal"), default="grad",
+                    help="which function to compile (default grad)")
+    cp.add_argument("--no-simplify", action="store_true",
+                    help="generate code from the unsimplified derivative")
     common(command("cost", "step counts and the TH2 bound",
                    "Count the steps of the primal and of the gradient and check the bound "
                    "5 + 34*primal + size(ctg) + 4*|params| (exit 1 when it fails)."),
@@ -146,7 +167,8 @@ def cmd_run(args) -> int:
 def cmd_grad(args) -> int:
     prog = _load(args)
     d = prog.find(args.fn)
-    value, backprop = vjp(prog, d.name, args.evm, args.transform)(*_arg_list(args, d))
+    value, backprop = vjp(prog, d.name, args.evm, args.transform, args.backend)(
+        *_arg_list(args, d))
     grads = backprop(_ctg(args))
     g = [dense_to_json(p.ty, x) for p, x in zip(d.params, grads)]
     v = value_to_json(d.result, value)
@@ -174,6 +196,10 @@ def cmd_show(args) -> int:
     d = prog.find(args.fn)
     spec = get_transform(args.transform)
     term = run_deep(spec.forward_term, d)
+    if args.simplify:
+        from .simplify import simplify  # the simplifier layer, only when asked for
+
+        term = simplify(term)
     text = run_deep(show_term, term)
     if args.json:
         print(dumps({"def": d.name,
@@ -183,10 +209,36 @@ def cmd_show(args) -> int:
                      "term": run_deep(term_to_json, term)}))
         return 0
     params = ", ".join(f"{p.name} : {p.ty}" for p in d.params)
-    print(f"# {args.transform} CHAD of {d.name}({params}) : {d.result}")
+    print(f"# {args.transform} CHAD of {d.name}({params}) : {d.result}"
+          + (", simplified" if args.simplify else ""))
     print(f"# {spec.description}")
     print("# its value: (primal result, backpropagator)")
     print(text)
+    return 0
+
+
+def cmd_compile(args) -> int:
+    prog = _load(args)
+    d = prog.find(args.fn)
+    simplify = not args.no_simplify
+    if args.what == "primal":
+        source = compiled.primal_module(prog, d, simplify).source
+    else:
+        if args.evm == "spec":
+            raise UsageError("--evm spec is a model of the EVM for the counting evaluator; "
+                             "compiled code runs on map, array or parallel")
+        from .api import _check_first_order
+        _check_first_order(d)
+        if args.what == "grad":
+            source = compiled.gradient_module(prog, d, args.transform, args.evm, simplify).source
+        else:
+            fwd, bwd = compiled.vjp_modules(prog, d, args.transform, args.evm, simplify)
+            source = fwd.source + "\n" + bwd.source
+    if args.json:
+        print(dumps({"def": d.name, "what": args.what, "transform": args.transform,
+                     "evm": args.evm, "simplified": simplify, "source": source}))
+    else:
+        sys.stdout.write(source)
     return 0
 
 
@@ -206,7 +258,8 @@ def cmd_cost(args) -> int:
     return 0 if r.holds else 1
 
 
-COMMANDS = {"run": cmd_run, "grad": cmd_grad, "show": cmd_show, "cost": cmd_cost}
+COMMANDS = {"run": cmd_run, "grad": cmd_grad, "show": cmd_show, "cost": cmd_cost,
+            "compile": cmd_compile}
 
 
 def main(argv: list[str] | None = None) -> int:

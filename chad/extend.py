@@ -5,8 +5,9 @@ per-primitive registrations).
 A **term node** declares, in one place:
   - its shape (sub-terms, binders, variables read): the `@node` decorator on its
     class, which every traversal (free variables, rewriting, printing) reads;
-  - its evaluation and cost rule, its CHAD rule(s) (per transform name) and its
-    `chad show` notation: one `register_node(cls, eval=..., chad=..., show=...)`.
+  - its evaluation and cost rule, its CHAD rule(s) (per transform name), its
+    `chad show` notation and its lowering by the compiler: one
+    `register_node(cls, eval=..., chad=..., show=..., compiled=...)`.
 A **type former** (a source type class) declares its cotangent type D2, its zero
 term (`zerot`), its JSON codecs for cotangents, and the linear types and
 cotangent values it introduces with their zero, plus, potential φ and size:
@@ -42,7 +43,8 @@ __all__ = [
 
 def register_node(cls: type, *, eval: Callable | None = None,
                   chad: Callable | Mapping[str, Callable] | None = None,
-                  show: Callable | None = None) -> type:
+                  show: Callable | None = None,
+                  compiled: Callable | str | None = None) -> type:
     """Register what the core needs to know about the node class `cls`.
 
     eval   rule(evaluator, node, env) -> (value, steps): its value and cost
@@ -52,6 +54,11 @@ def register_node(cls: type, *, eval: Callable | None = None,
            the node falls back to the efficient one)
     show   show(node, one) -> (text, precedence) for `chad show`, where
            one(sub, prec=0) shows a sub-term
+    compiled  how the compiler (chad/compile/) lowers it: "eval" runs the node's
+           evaluation rule on its compiled sub-terms (a sub-term under binders
+           becomes a Python function of them; steps are not counted), or
+           lower(gen, node) -> a Python expression, emitting statements through
+           `gen` (chad/compile/codegen.py)
     """
     if not hasattr(cls, "__shape__"):
         raise TypeError(f"{cls.__name__}: declare its shape with @node before registering it")
@@ -63,6 +70,8 @@ def register_node(cls: type, *, eval: Callable | None = None,
             tables.put(tables.CHAD, (mode, cls), rule, "a CHAD rule")
     if show is not None:
         tables.put(tables.SHOW, cls, show, "a show rule")
+    if compiled is not None:
+        tables.put(tables.COMPILE, cls, compiled, "a compile rule")
     return cls
 
 

@@ -9,7 +9,10 @@ Each entry holds everything about one primitive:
     the output cotangent `d` (both variables) to the argument's cotangent,
   - its cost: every primitive costs 1 + the cost of its argument, as `prim` in
     the formalisation's `eval`; an entry may add `extra_cost(arg)` for work that
-    is not constant (none of the scalar primitives do).
+    is not constant (none of the scalar primitives do),
+  - its lowering by the compiler: `inline`, a Python expression template with
+    the same result as `evaluate` (`_math` is the math module there), or None
+    for a call of `evaluate`.
 The surface spelling lives in the parser/printer; the checker resolves overloaded
 surface operators (`+` on R is ADD, on Z is IADD) with `int_variant`.
 
@@ -42,6 +45,10 @@ class Primitive:
     # arg value -> steps beyond the constant 1, for primitives that are not
     # constant-time (e.g. SUM: the array's length). None: constant.
     extra_cost: Callable | None = None
+    # its lowering by the compiler (chad/compile/): a Python expression template
+    # over the argument's components ({0}, or {0} and {1} for a pair argument)
+    # with exactly `evaluate`'s result; None: the compiled code calls `evaluate`
+    inline: str | None = None
 
 
 PRIMITIVES: dict[str, Primitive] = {}
@@ -124,18 +131,23 @@ SIGN_T = Sum(BOOL, UNIT)  # (() + ()) + ()
 
 # ----------------------------------------------------------------- the formalisation's primitives
 register(Primitive("ADD", RR, R, lambda a: a[0] + a[1],
-                   lambda p, d: LPair(d, d), int_variant="IADD", doc="x + y on R"))
+                   lambda p, d: LPair(d, d), int_variant="IADD", doc="x + y on R",
+                   inline="({0} + {1})"))
 register(Primitive("MUL", RR, R, lambda a: a[0] * a[1],
                    lambda p, d: LPair(scale(d, Snd(p)), scale(d, Fst(p))),
-                   int_variant="IMUL", doc="x * y on R"))
+                   int_variant="IMUL", doc="x * y on R", inline="({0} * {1})"))
 register(Primitive("NEG", R, R, lambda a: -a,
-                   lambda p, d: Prim("LNEG", d), int_variant="INEG", doc="-x on R"))
+                   lambda p, d: Prim("LNEG", d), int_variant="INEG", doc="-x on R",
+                   inline="(-{0})"))
 register(Primitive("LIT", UNIT, R, None, lambda p, d: LUnit(), doc="a real literal"))
 register(Primitive("IADD", ZZ, Z, lambda a: a[0] + a[1],
-                   lambda p, d: LPair(LUnit(), LUnit()), doc="x + y on Z"))
+                   lambda p, d: LPair(LUnit(), LUnit()), doc="x + y on Z",
+                   inline="({0} + {1})"))
 register(Primitive("IMUL", ZZ, Z, lambda a: a[0] * a[1],
-                   lambda p, d: LPair(LUnit(), LUnit()), doc="x * y on Z"))
-register(Primitive("INEG", Z, Z, lambda a: -a, lambda p, d: LUnit(), doc="-x on Z"))
+                   lambda p, d: LPair(LUnit(), LUnit()), doc="x * y on Z",
+                   inline="({0} * {1})"))
+register(Primitive("INEG", Z, Z, lambda a: -a, lambda p, d: LUnit(), doc="-x on Z",
+                   inline="(-{0})"))
 register(Primitive("SIGN", R, SIGN_T, _sign, lambda p, d: lzero_real(),
                    doc="inl inl: negative, inl inr: positive, inr: zero or NaN"))
 
@@ -148,8 +160,10 @@ register(Primitive("DIV", RR, R, _div,
                    doc="x / y on R"))
 register(Primitive("EXP", R, R, _exp, lambda p, d: scale(d, prim("EXP", p))))
 register(Primitive("LOG", R, R, _log, lambda p, d: scale(d, prim("DIV", lit(1.0), p))))
-register(Primitive("SIN", R, R, math.sin, lambda p, d: scale(d, prim("COS", p))))
-register(Primitive("COS", R, R, math.cos, lambda p, d: scale(d, prim("NEG", prim("SIN", p)))))
+register(Primitive("SIN", R, R, math.sin, lambda p, d: scale(d, prim("COS", p)),
+                   inline="_math.sin({0})"))
+register(Primitive("COS", R, R, math.cos, lambda p, d: scale(d, prim("NEG", prim("SIN", p))),
+                   inline="_math.cos({0})"))
 register(Primitive("TANH", R, R, math.tanh,
                    lambda p, d: scale(d, prim("ADD", lit(1.0), prim("NEG", prim(
                        "MUL", prim("TANH", p), prim("TANH", p)))))))
@@ -169,11 +183,14 @@ for _name, _fn in [("LT", lambda a: a[0] < a[1]), ("LE", lambda a: a[0] <= a[1])
 # ----------------------------------------------------------------- target-only linear primitives
 # Their argument/result types are linear (Lin LR etc.); `arg`/`res` give the
 # underlying representation type for documentation only.
-register(Primitive("LZERO", UNIT, R, lambda a: 0.0, None, doc="the zero of Lin R"))
-register(Primitive("LADD", RR, R, lambda a: a[0] + a[1], None, doc="addition on Lin R"))
+register(Primitive("LZERO", UNIT, R, lambda a: 0.0, None, doc="the zero of Lin R",
+                   inline="0.0"))
+register(Primitive("LADD", RR, R, lambda a: a[0] + a[1], None, doc="addition on Lin R",
+                   inline="({0} + {1})"))
 register(Primitive("LSCALE", RR, R, lambda a: a[0] * a[1], None,
-                   doc="a linear real times a primal real"))
-register(Primitive("LNEG", R, R, lambda a: -a, None, doc="negation on Lin R"))
+                   doc="a linear real times a primal real", inline="({0} * {1})"))
+register(Primitive("LNEG", R, R, lambda a: -a, None, doc="negation on Lin R",
+                   inline="(-{0})"))
 
 
 def evaluate_prim(node: Prim, arg):

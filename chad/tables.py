@@ -32,6 +32,10 @@ LINEAR_ZERO: dict[type, Callable] = {}
 # cotangent value class -> CotangentValue (plus, phi, size)         (chad/linear.py)
 COTANGENTS: dict[type, Any] = {}
 
+# term node class -> how the compiler lowers it (chad/compile/): "eval" (its
+# evaluation rule runs on compiled sub-terms) or lower(gen, node) -> expression
+COMPILE: dict[type, Any] = {}
+
 # transform name -> TransformSpec                                   (chad/transform/registry.py)
 TRANSFORMS: dict[str, Any] = {}
 

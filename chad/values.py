@@ -153,6 +153,11 @@ def value_from_json(ty: Type, j, path: str = "args"):
             return Inj(side, value_from_json(a if side == 0 else b, inner,
                                              f"{path}.{'inl' if side == 0 else 'inr'}"))
         case ArrayT(elem):
+            if isinstance(elem, Real):  # fast paths, with the same result as below
+                if type(j) is np.ndarray and j.ndim == 1 and j.dtype == np.float64:
+                    return j.copy()
+                if type(j) in (list, tuple) and all(type(x) is float for x in j):
+                    return np.array(j, dtype=np.float64)
             if isinstance(j, (tuple, np.ndarray)):
                 j = list(j)
             if not isinstance(j, list):

@@ -52,7 +52,9 @@ def test_gradient_and_cost_of_deep_programs(make):
 def test_cli_on_a_deep_program(tmp_path, capsys):
     f = tmp_path / "deep.chad"
     f.write_text(nested_lets(N))
-    assert main(["grad", str(f), "--args", "[2.0]", "--json"]) == 0
+    # the interpreter's path (the compiled one of the same program: the test
+    # above and tests/test_compiled.py; compiling it again here would only add time)
+    assert main(["grad", str(f), "--args", "[2.0]", "--json", "--backend", "interp"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["gradient"] == [pytest.approx(1.0)]
 
@@ -69,7 +71,7 @@ def test_gradient_of_100000_nested_lets_in_a_subprocess():
             "lines = ['def f(x : R) : R ='] + "
             "[f'  let x{i} = {\"x\" if i == 0 else f\"x{i-1}\"} * 1.0001 in' for i in range(n)]"
             " + [f'  x{n-1}']\n"
-            "v, (g,) = chad.grad('\\n'.join(lines))(1.0)\n"
+            "v, (g,) = chad.grad('\\n'.join(lines), backend='interp')(1.0)\n"
             "assert abs(g - 1.0001 ** n) < 1e-6 * g, g\n")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, (r.returncode, r.stderr[-1000:])

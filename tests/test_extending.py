@@ -10,7 +10,7 @@ from attrs import field, frozen
 
 from chad import extend, tables
 from chad.target_printer import show_term
-from chad.terms import App, Def, Fst, Lam, Let, Pair, Param, Snd, Term, Var
+from chad.terms import Program, App, Def, Fst, Lam, Let, Pair, Param, Snd, Term, Var
 from chad.transform.efficient import Chad, gradient_term
 from chad.transform.registry import CTG
 from chad.types import R
@@ -50,10 +50,11 @@ def show_double(t, one):
 
 @pytest.fixture(scope="module", autouse=True)
 def registered():
-    extend.register_node(Double, eval=eval_double, chad=chad_double, show=show_double)
+    extend.register_node(Double, eval=eval_double, chad=chad_double, show=show_double,
+                         compiled="eval")
     yield
     for table, key in ((tables.EVAL, Double), (tables.CHAD, ("efficient", Double)),
-                       (tables.SHOW, Double)):
+                       (tables.SHOW, Double), (tables.COMPILE, Double)):
         del table[key]
 
 
@@ -66,6 +67,17 @@ def test_a_new_node_is_evaluated_differentiated_and_printed():
     (_, cells), _ = Evaluator({}, make_evm("array")).eval(grad, {"x": 1.5, CTG: 1.0})
     assert cells[0] == 2.0
     assert "double" in show_term(grad)
+
+
+def test_a_new_node_is_compiled_through_its_evaluation_rule():
+    import chad
+    from chad.compile import backend
+
+    body = Double(Var("x", ty=R), ty=R)
+    prog = Program((Def("f", (Param("x", R),), R, body),))
+    assert chad.grad(prog)(1.5) == chad.grad(prog, backend="interp")(1.5) == (3.0, (2.0,))
+    assert chad.primal(prog)(1.5) == 3.0
+    assert "_run_rule(" in backend.primal_module(prog, prog.defs[0]).source
 
 
 def test_registering_a_different_rule_for_a_taken_key_is_refused():

@@ -23,6 +23,7 @@ from chad.terms import App, Call, Lam, LUnit
 from chad.types import Fun
 
 from . import calls, naive_ho
+from . import compiled as C
 from . import efficient as F
 from . import evaluate as V
 from .terms import (
@@ -42,22 +43,22 @@ def register() -> None:
     register_node(App, chad=F.source_app)
     register_node(Call, chad=calls.call_rule)
     # closure conversion (chad/functions/terms.py)
-    register_node(Pack, eval=V.eval_pack, chad=F.pack, show=V.SHOW[Pack])
-    register_node(Unpack, eval=V.eval_unpack, chad=F.unpack, show=V.SHOW[Unpack])
-    register_node(ClosedLam, eval=V.eval_closed_lam, chad=F.closed_lam, show=V.SHOW[ClosedLam])
-    register_node(ClosedApp, eval=V.eval_closed_app, chad=F.closed_app, show=V.SHOW[ClosedApp])
-    register_node(MkClosure, eval=V.eval_mk_closure, chad=F.mk_closure, show=V.SHOW[MkClosure])
-    register_node(CApp, eval=V.eval_capp, chad=F.capp, show=V.SHOW[CApp])
+    register_node(Pack, compiled="eval", eval=V.eval_pack, chad=F.pack, show=V.SHOW[Pack])
+    register_node(Unpack, compiled="eval", eval=V.eval_unpack, chad=F.unpack, show=V.SHOW[Unpack])
+    register_node(ClosedLam, compiled=C.lower_closed_lam, eval=V.eval_closed_lam, chad=F.closed_lam, show=V.SHOW[ClosedLam])
+    register_node(ClosedApp, compiled="eval", eval=V.eval_closed_app, chad=F.closed_app, show=V.SHOW[ClosedApp])
+    register_node(MkClosure, compiled=C.lower_mk_closure, eval=V.eval_mk_closure, chad=F.mk_closure, show=V.SHOW[MkClosure])
+    register_node(CApp, compiled=C.lower_capp, eval=V.eval_capp, chad=F.capp, show=V.SHOW[CApp])
     # derivative-only forms
-    register_node(LCastPack, eval=V.eval_lcastpack, show=V.SHOW[LCastPack])
-    register_node(LPackAs, eval=V.eval_lpackas, show=V.SHOW[LPackAs])
-    register_node(LFunZero, eval=V.eval_zero, show=V.SHOW[LFunZero])
-    register_node(LTagZero, eval=V.eval_zero, show=V.SHOW[LTagZero])
-    register_node(DCall, eval=calls.eval_dcall, show=V.SHOW[DCall])
-    register_node(EnvOneT, eval=V.eval_envone, show=V.SHOW[EnvOneT])
-    register_node(EnvScatter, eval=V.eval_envscatter, show=V.SHOW[EnvScatter])
-    register_node(LogOneT, eval=V.eval_logone, show=V.SHOW[LogOneT])
-    register_node(LogFold, eval=V.eval_logfold, show=V.SHOW[LogFold])
+    register_node(LCastPack, compiled="eval", eval=V.eval_lcastpack, show=V.SHOW[LCastPack])
+    register_node(LPackAs, compiled="eval", eval=V.eval_lpackas, show=V.SHOW[LPackAs])
+    register_node(LFunZero, compiled="eval", eval=V.eval_zero, show=V.SHOW[LFunZero])
+    register_node(LTagZero, compiled="eval", eval=V.eval_zero, show=V.SHOW[LTagZero])
+    register_node(DCall, compiled=C.lower_dcall, eval=calls.eval_dcall, show=V.SHOW[DCall])
+    register_node(EnvOneT, compiled="eval", eval=V.eval_envone, show=V.SHOW[EnvOneT])
+    register_node(EnvScatter, compiled="eval", eval=V.eval_envscatter, show=V.SHOW[EnvScatter])
+    register_node(LogOneT, compiled="eval", eval=V.eval_logone, show=V.SHOW[LogOneT])
+    register_node(LogFold, compiled="eval", eval=V.eval_logfold, show=V.SHOW[LogFold])
     # type formers: D2 of a function (and of its closure-converted Σ-type) is a
     # packed environment cotangent (efficient) or a log of calls (naive-ho)
     register_type(

@@ -35,7 +35,7 @@ from chad.terms import (
     App, Def, Fst, Lam, Let, Pair, RunEVM, ScopeEVM, Snd, Term, ThenEVM, Var,
 )
 from chad.transform.common import Context, zero_env_term, zerot
-from chad.transform.efficient import Chad, backward
+from chad.transform.efficient import Chad, backward, backward_term, cells_of
 from chad.transform.registry import CTG, TransformSpec
 
 from .convert import captures_of
@@ -102,6 +102,8 @@ SPEC = TransformSpec(
     forward_term=naive_ho_chad_def,
     backward=backward,
     gradient_term=gradient_term,
+    backward_term=backward_term,
+    cells_of=cells_of,
     description="Efficient CHAD (Smeding & Vákár), §9: naive CHAD of functions (D2 = log of invocations); "
                 "efficient rules elsewhere. Exponential on nested applications.",
     chad_class=NaiveHOChad,

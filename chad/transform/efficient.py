@@ -104,7 +104,7 @@ class Chad:
             raise NotImplementedError(f"{t.op} has no derivative")
         dprim = Let(a, Fst(Var(r)), Let(c, Var(d), deriv(Var(a), Var(c))))
         return Let(r, self(t.arg), Pair(
-            Prim(t.op, Fst(Var(r)), t.const),
+            Prim(t.op, Fst(Var(r)), t.const, loc=t.loc),
             Lam(d, None, App(Snd(Var(r)), dprim), (r,))))
 
     # chad unit = pair unit (lamwith [] \d -> pure unit)
@@ -201,11 +201,23 @@ def backward(ev, bp, ctg, d: Def) -> tuple[list, int]:
     return cells, 4 + ccall + cz + crun
 
 
+def backward_term(d: Def, r: str) -> Term:
+    """run (app (snd r) ctg) (zero-env-term Γ): `backward` as a term."""
+    return RunEVM(App(Snd(Var(r)), Var(CTG)), zero_env_term([p.ty for p in d.params]))
+
+
+def cells_of(value) -> list:
+    """The parameter cotangents from the value of `backward_term`."""
+    return env_tuple_to_cells(value[1])
+
+
 SPEC = TransformSpec(
     name="efficient",
     forward_term=chad_def,
     backward=backward,
     gradient_term=gradient_term,
+    backward_term=backward_term,
+    cells_of=cells_of,
     description="Efficient CHAD (Smeding & Vákár), Fig. 7 / the Agda formalisation's chad: sparse cotangents, EVM",
     chad_class=Chad,
 )

@@ -185,7 +185,7 @@ class NaiveChad:
         dop = _densify_dprim(prim.derivative(Var(a), Var(c)), dense_type(t.arg.ty))
         dprim = Let(a, Fst(Var(r)), Let(c, Var(d), dop))
         return Let(r, self(t.arg), Pair(
-            Prim(t.op, Fst(Var(r)), t.const),
+            Prim(t.op, Fst(Var(r)), t.const, loc=t.loc),
             Lam(d, None, App(Snd(Var(r)), dprim), (r,))))
 
     # D[<t, s>]
@@ -265,11 +265,18 @@ def backward(ev, bp, ctg, d: Def) -> tuple[list, int]:
     return ev_to_cells(evv), 2 + cd + ccall
 
 
+def backward_term(d: Def, r: str) -> Term:
+    """app (snd r) (densify ctg): `backward` as a term."""
+    return App(Snd(Var(r)), DDensify(dense_type(d.result), Var(CTG)))
+
+
 SPEC = TransformSpec(
     name="naive",
     forward_term=naive_chad_def,
     backward=backward,
     gradient_term=gradient_term,
+    backward_term=backward_term,
+    cells_of=ev_to_cells,
     description="Efficient CHAD (Smeding & Vákár), Fig. 2 + Fig. 4: dense cotangents and dense environment vectors",
 )
 

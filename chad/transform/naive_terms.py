@@ -302,14 +302,14 @@ _ATOM, _APP = 3, 2
 def register() -> None:
     """Register the dense nodes' evaluation rules and notation (chad/extend.py)."""
     atom, app = _ATOM, _APP
-    register_node(DZero, eval=_dzero, show=lambda t, one: ("dzero", atom))
-    register_node(DCast, eval=_dcast, show=lambda t, one: (
+    register_node(DZero, compiled="eval", eval=_dzero, show=lambda t, one: ("dzero", atom))
+    register_node(DCast, compiled="eval", eval=_dcast, show=lambda t, one: (
         f"{('dcastl', 'dcastr')[t.side]} {one(t.expr, atom)}", app))
-    register_node(DDensify, eval=_ddensify,
+    register_node(DDensify, compiled="eval", eval=_ddensify,
                   show=lambda t, one: (f"densify {one(t.expr, atom)}", app))
-    register_node(EVZero, eval=_evzero, show=lambda t, one: (f"evzero[{len(t.lts)}]", atom))
-    register_node(EVOneHot, eval=_evonehot, show=lambda t, one: (
+    register_node(EVZero, compiled="eval", eval=_evzero, show=lambda t, one: (f"evzero[{len(t.lts)}]", atom))
+    register_node(EVOneHot, compiled="eval", eval=_evonehot, show=lambda t, one: (
         f"onehot[{len(t.lts)}] {t.name}@{t.level} {one(t.val, atom)}", app))
-    register_node(EVPlus, eval=_evplus, show=lambda t, one: (
+    register_node(EVPlus, compiled="eval", eval=_evplus, show=lambda t, one: (
         f"{one(t.left, app)} +ev[{len(t.lts)}] {one(t.right, app)}", 1))
-    register_node(EVSplit, eval=_evsplit, show=lambda t, one: (f"split {one(t.expr, atom)}", app))
+    register_node(EVSplit, compiled="eval", eval=_evsplit, show=lambda t, one: (f"split {one(t.expr, atom)}", app))

@@ -9,7 +9,12 @@ A transform gives, for a checked def d:
                     steps), where forward steps + these steps = gradient_steps;
   gradient_term(d)  the single term whose cost is gradient_steps (TH2's left
                     side, with the cotangent in the variable CTG); tests check
-                    that it agrees with forward + backward.
+                    that it agrees with forward + backward;
+  backward_term(d, r)
+                    the backward pass as a term, in the environment of the
+                    variable r (the forward pair) and CTG: what `backward` does,
+                    for the compiler (chad/compile/); `cells_of` turns its value
+                    into the list of parameter cotangents.
 
 The transforms are registered by name (chad/extend.py `register_transform`); the
 composition root (chad/features.py) registers every transform there is.
@@ -37,6 +42,8 @@ class TransformSpec:
     # the Chad class deriving def bodies for this transform (def calls derive
     # their callee with the caller's transform); None: not a CHAD variant
     chad_class: type | None = None
+    backward_term: Callable | None = None
+    cells_of: Callable | None = None
 
 
 def transform_names() -> tuple[str, ...]:

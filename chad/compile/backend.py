@@ -1,0 +1,200 @@
+"""The compiled backend: a def's primal, gradient and backward pass as Python
+functions, generated from (simplified) terms, cached.
+
+    primal_function(prog, d)              f(*args) -> value
+    gradient_function(prog, d, T, R)      g(*args, ctg) -> (value, raw cotangents)
+    vjp_functions(prog, d, T, R)          forward(*args) -> pair (value, backprop),
+                                          backward(pair, ctg) -> raw cotangents
+
+The gradient is one term: `let r = forward in (fst r, backward r ctg)` with the
+transform T's forward and backward terms (chad/transform/registry.py), so the
+simplifier sees the backpropagator where it is applied and can inline it. R is
+the runtime: with "array" the EVM is inlined (chad/compile/codegen.py), with
+"map" or "parallel" the generated code calls the runtime's EVM interface.
+
+Compilation (transform, simplify, generate, `compile`) runs on a big-stack
+thread (chad/deep.py); the generated functions run on the caller's thread. The
+counting evaluator never sees simplified terms: step counts are the reference
+evaluator's alone.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+
+from chad.deep import run_deep
+from chad.errors import ChadError, UsageError
+from chad.runtime.registry import make_evm
+from chad.terms import Def, Fst, Let, Pair, Program, Var
+from chad.transform.registry import CTG, get_transform
+
+from .codegen import CompileError, Gen
+from .support import FastArrayEVM
+
+FORWARD = "fwd$0"   # the forward pair in the gradient and backward terms
+CACHE_SIZE = 128
+
+_cache: OrderedDict = OrderedDict()   # compiled modules
+_terms: OrderedDict = OrderedDict()   # transformed (and simplified) terms
+_lock = threading.Lock()
+
+
+def _prepare(simplify: bool):
+    return _simplified if simplify else None
+
+
+def _simplified(term):
+    """simplify(term), once per term object (a def's body or derivative is
+    compiled for each runtime; the simplified term does not depend on it)."""
+    from chad.simplify import simplify  # the simplifier layer
+
+    def build():
+        return term, simplify(term)  # the term kept alive: its id stays its own
+
+    return _lru(_terms, ("simplified", id(term)), build)[1]
+
+
+class Module:
+    """One generated module: its source and its entry function."""
+
+    def __init__(self, source: str, entry, gen: Gen) -> None:
+        self.source = source
+        self.entry = entry
+        self.namespace = gen.ns
+
+
+def evm_for(runtime: str):
+    """The EVM object compiled code uses: the inlined array EVM, or the runtime."""
+    if runtime == "spec":
+        raise UsageError("the spec EVM is a model for the counting evaluator; compiled code "
+                         "runs on map, array or parallel (or use backend interp)")
+    return FastArrayEVM() if runtime == "array" else make_evm(runtime)
+
+
+def _generate(prog: Program, params: list[str], term, runtime: str, simplify: bool,
+              label: str, evm=None) -> Module:
+    """Generate and compile the module of `term` (already simplified when
+    `simplify`; the bodies of the defs it calls are simplified here)."""
+    gen = Gen(inline=(runtime == "array"), prepare=_prepare(simplify))
+    gen.defs = {d.name: d for d in prog.defs}
+    gen.ns["_E"] = evm if evm is not None else evm_for(runtime)
+    try:
+        entry = gen.function(params, term, "entry", prepared=True)
+    except CompileError as e:
+        if e.loc is None:
+            e.loc = gen.last_loc or getattr(term, "loc", None)
+        raise
+    except ChadError:
+        raise
+    except Exception as e:  # a bug of the compiler: reported where it happened
+        raise CompileError(f"while compiling {label}: {type(e).__name__}: {e}",
+                           gen.last_loc or getattr(term, "loc", None)) from e
+    source = header(label, runtime, simplify) + gen.source()
+    try:
+        code = compile(source, f"<chad compiled {label}>", "exec")
+    except (SyntaxError, RecursionError, MemoryError, ValueError) as e:
+        raise CompileError(f"the generated Python for {label} does not compile: {e}",
+                           getattr(term, "loc", None)) from None
+    exec(code, gen.ns)
+    return Module(source, gen.ns[entry], gen)
+
+
+def header(label: str, runtime: str, simplify: bool) -> str:
+    return (f"# chad compiled: {label} (runtime {runtime}"
+            f"{', simplified' if simplify else ''})\n"
+            "# every name is generated; the program's names and strings never appear here\n\n")
+
+
+def _lru(cache: OrderedDict, key, build):
+    with _lock:
+        hit = cache.get(key)
+        if hit is not None:
+            cache.move_to_end(key)
+            return hit
+    value = build()
+    with _lock:
+        cache[key] = value
+        while len(cache) > CACHE_SIZE:
+            cache.popitem(last=False)
+    return value
+
+
+def _cached(key, build):
+    return _lru(_cache, key, build)
+
+
+def _term(key, build, simplify: bool):
+    """The term build() makes (on a big-stack thread), simplified when asked,
+    cached under key: shared by the modules of the three runtimes."""
+    def make():
+        t = run_deep(build)
+        return run_deep(_simplified, t) if simplify else t
+
+    return _lru(_terms, key, make)
+
+
+def clear_cache() -> None:
+    """Forget every compiled function and term (the next call compiles again)."""
+    with _lock:
+        _cache.clear()
+        _terms.clear()
+
+
+def _key(prog: Program, d: Def, *rest):
+    # a program given as text is parsed anew by each API call: its source and
+    # file identify it; a Program built in Python is identified by the object
+    if prog.source is not None:
+        return (prog.source, prog.file, d.name) + rest
+    return (id(prog), d.name) + rest
+
+
+def primal_module(prog: Program, d: Def, simplify: bool = True) -> Module:
+    """The def's body as a function of its parameters."""
+    keep = None if prog.source else prog
+
+    def build():
+        body = _term(_key(prog, d, "primal body", simplify, keep), lambda: d.body, simplify)
+        return run_deep(_generate, prog, [p.name for p in d.params], body, "array",
+                        simplify, f"{d.name}")
+    return _cached(_key(prog, d, "primal", simplify, keep), build)
+
+
+def gradient_module(prog: Program, d: Def, transform: str = "efficient",
+                    runtime: str = "array", simplify: bool = True) -> Module:
+    """(value, backward result) as a function of the parameters and the cotangent."""
+    spec = get_transform(transform)
+
+    keep = None if prog.source else prog
+
+    def term():
+        fwd = spec.forward_term(d)
+        return Let(FORWARD, fwd, Pair(Fst(Var(FORWARD)), spec.backward_term(d, FORWARD)))
+
+    def build():
+        t = _term(_key(prog, d, "grad term", transform, simplify, keep), term, simplify)
+        return run_deep(_generate, prog, [p.name for p in d.params] + [CTG], t, runtime,
+                        simplify, f"gradient of {d.name} ({transform})")
+    return _cached(_key(prog, d, "grad", transform, runtime, simplify, keep), build)
+
+
+def vjp_modules(prog: Program, d: Def, transform: str = "efficient",
+                runtime: str = "array", simplify: bool = True) -> tuple[Module, Module]:
+    """The forward pass (params -> (value, backprop)) and the backward pass
+    ((value, backprop), ctg -> backward result)."""
+    spec = get_transform(transform)
+
+    keep = None if prog.source else prog
+
+    def build():
+        evm = evm_for(runtime)  # one EVM: the backward pass runs the forward's actions
+        fwd = _term(_key(prog, d, "forward term", transform, simplify, keep),
+                    lambda: spec.forward_term(d), simplify)
+        forward = run_deep(_generate, prog, [p.name for p in d.params], fwd, runtime,
+                           simplify, f"forward pass of {d.name} ({transform})", evm)
+        back = _term(_key(prog, d, "backward term", transform, simplify, keep),
+                     lambda: spec.backward_term(d, FORWARD), simplify)
+        backward = run_deep(_generate, prog, [FORWARD, CTG], back, runtime, simplify,
+                            f"backward pass of {d.name} ({transform})", evm)
+        return forward, backward
+    return _cached(_key(prog, d, "vjp", transform, runtime, simplify, keep), build)

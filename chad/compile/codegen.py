@@ -1,0 +1,574 @@
+"""The code generator: target terms (source terms too) to Python source.
+
+One pass over the term, emitting Python statements in A-normal form: every
+sub-term's value goes into a fresh local (or stays an atom: a local or a
+number), so the generated expressions are shallow however deep the term is, and
+a chain of lets is straight-line code. Every Python name in the output is
+generated here (`v12`, `f3`, `k7`): no name or string from the program is ever
+spliced into the source; numbers go in through `repr` (finite ones; others,
+and every other object, are constants of the module's namespace).
+
+Values are those of the counting evaluator (chad/costmodel/evaluate.py): tuples
+for pairs, `Inj` for sums, None for the sparse zeros, numpy arrays for arrays;
+a function value is a Python function of one argument.
+
+The EVM (Efficient CHAD (Smeding & Vákár), §4.2, §5): with the mutable-array
+runtime ("inline" mode) a monadic term is compiled twice over: as a *value* it
+is an action `act(cells) -> result`; in *execution* position (the body of an
+action, the first argument of `bind`, the monad of `run`) it becomes statements
+acting on the list `cells` directly: `add` is `cells[level] = padd(v, cells[level])`,
+`scope` is a push and a pop, `bind m (\\x -> k)` is m's statements then k's.
+With any other runtime ("interface" mode) actions are built with the runtime's
+own EVM methods and `run` runs them.
+
+Nodes of extensions say how they are compiled (`register_node(compiled=...)`):
+"eval" runs the node's evaluation rule on the compiled sub-terms (chad/compile/
+support.py `run_rule`), or a function lowering the node with this generator.
+
+The generator recurses over the term (a let chain in body position is a loop);
+the compiler runs it on a big-stack thread. The code it generates does not
+recurse on the term's depth.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import re
+
+from chad import tables
+from chad.errors import ChadError
+from chad.linear import zerov
+from chad.primitives import PRIMITIVES
+from chad.terms import (
+    AddEVM, Ann, App, BindEVM, Call, Case, Fst, Inl, Inr, Lam, LCastL, LCastR, Let, LFst,
+    LInl, LInr, LPair, LPairZero, LSnd, LSumZero, LUnit, Pair, Prim, PureEVM, RunEVM,
+    ScopeEVM, Snd, ThenEVM, Unit, Var, binders_of, children, free_vars,
+)
+from chad.values import Inj, cells_to_env_tuple, env_tuple_to_cells
+
+from . import support
+
+_ATOM = re.compile(r"^(?:[A-Za-z_][A-Za-z0-9_]*|-?[0-9][0-9.e+-]*)$")
+_EVM_NODES = (PureEVM, BindEVM, ThenEVM, AddEVM, ScopeEVM)
+
+
+class CompileError(ChadError):
+    """An internal failure of the compiler, with the program's location."""
+
+    kind = "internal compiler error"
+
+
+class _NeedList(Exception):
+    """Raised while generating a run with its cells in locals when some action
+    needs the list (an action value run on the cells): the run is generated again
+    with the list."""
+
+
+class LocalCells:
+    """The cells of a run held in Python locals, one per level (a scope adds one):
+    when every action of the run is executed inline, no list is needed. `real`
+    says the cell holds an R cotangent (its zero is 0.0), so `add` is `+`."""
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+        self.real: list[bool] = []
+
+
+class Block:
+    """The lines of one top-level function."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+
+class Gen:
+    """One generated module.
+
+    `functions` gives the Python function of a def (key, term, parameter names)
+    for Call and DCall; `inline` selects the EVM mode (see the module doc)."""
+
+    def __init__(self, inline: bool, prepare=None) -> None:
+        self.inline = inline
+        self.prepare = prepare or (lambda t: t)
+        self.ns: dict = {
+            "_math": math, "_Inj": Inj, "_padd": support.padd, "_zerov": zerov,
+            "_e2c": env_tuple_to_cells, "_c2e": cells_to_env_tuple,
+            "_run_rule": support.run_rule, "_partial": functools.partial,
+            "_kwrap": support.kwrap,
+        }
+        self._consts: dict[int, str] = {}
+        self._count = 0
+        self.blocks: list[Block] = []
+        self.block: Block | None = None
+        self.indent = 0
+        self.env: dict[str, str] = {}
+        self.cells: str | None = None  # the cells' local in execution position
+        self.functions: dict = {}       # key -> generated name (defs, derived defs)
+        self.defs: dict = {}            # def name -> Def
+        self.pairs: dict[str, tuple[str, str]] = {}  # local -> its known components
+        self.proj: dict[tuple[str, int], str] = {}    # (local, 0 or 1) -> its projection
+        self.proj_log: list = []                      # keys of proj, in order added
+        self.last_loc = None  # the last location seen: where an internal error is reported
+
+    # ------------------------------------------------------------ names and lines
+    def fresh(self, stem: str = "v") -> str:
+        self._count += 1
+        return f"{stem}{self._count}"
+
+    def const(self, obj, stem: str = "K") -> str:
+        """A module-level name bound to obj (no source text of obj is emitted)."""
+        name = self._consts.get(id(obj))
+        if name is None:
+            name = self.fresh("_" + stem)
+            self.ns[name] = obj
+            self._consts[id(obj)] = name
+            self.ns.setdefault("_keep", []).append(obj)  # ids stay valid
+        return name
+
+    def literal(self, v) -> str:
+        if isinstance(v, bool) or v is None:
+            return self.const(v)
+        if type(v) is int:
+            return repr(v) if v >= 0 else f"({v!r})"
+        if type(v) is float and math.isfinite(v):
+            return repr(v) if not math.copysign(1.0, v) < 0 else f"({v!r})"
+        return self.const(v)
+
+    def emit(self, line: str) -> None:
+        self.block.lines.append("    " * self.indent + line)
+
+    def atom(self, expr: str, stem: str = "v") -> str:
+        if _ATOM.match(expr) or expr == "None" or (expr.startswith("(-") and expr.endswith(")")
+                                                   and _ATOM.match(expr[1:-1])):
+            return expr
+        name = self.fresh(stem)
+        self.emit(f"{name} = {expr}")
+        return name
+
+    def source(self) -> str:
+        return "\n\n".join("\n".join(b.lines) for b in self.blocks) + "\n"
+
+    # ------------------------------------------------------------ functions
+    def function(self, params: list[str], body, stem: str = "f", prepared: bool = False) -> str:
+        """A top-level function of the given term variables whose result is body's
+        value (body simplified first unless `prepared`); returns its name."""
+        saved = (self.block, self.indent, self.env, self.cells, self.pairs, self.proj,
+                 self.proj_log)
+        name = self.fresh(stem)
+        self.block = Block()
+        self.blocks.append(self.block)
+        self.indent = 0
+        args = [self.fresh("a") for _ in params]
+        self.env = dict(zip(params, args))
+        self.cells = None
+        self.pairs, self.proj, self.proj_log = {}, {}, []
+        self.emit(f"def {name}({', '.join(args)}):")
+        self.indent = 1
+        try:
+            r = self.value(body if prepared else self.prepare(body))
+            self.emit(f"return {r}")
+        finally:
+            (self.block, self.indent, self.env, self.cells, self.pairs, self.proj,
+             self.proj_log) = saved
+        return name
+
+    def local_def(self, params: list[str], body, stem: str = "f", execute: bool = False,
+                  closed: bool = False, setup=None) -> str:
+        """A function value of the term variables `params` whose result is body's
+        value (with `execute`: an action, a function of the cells running body).
+
+        Lambda-lifted: the function is top-level, its free variables are extra
+        leading parameters, and the value is `_partial(function, captured...)`
+        (CPython compiles nested functions in time quadratic in the enclosing
+        function's size; top-level ones in linear time). With `closed`, body sees
+        only `params` (a closed function); `setup(gen, args)` may emit the first
+        lines and bind more variables."""
+        free = [] if closed else [x for x in free_vars(body) if x not in params]
+        captured: list[str] = []
+        inner_env: dict[str, str] = {}
+        for x in free:
+            try:
+                atom = self.env[x]
+            except KeyError:
+                raise CompileError(f"unbound variable {x!r}", getattr(body, "loc", None)) from None
+            if atom.startswith("_") or not atom[:1].isalpha():  # a constant or a literal
+                inner_env[x] = atom
+            else:
+                if atom not in captured:
+                    captured.append(atom)
+        saved = (self.block, self.indent, self.env, self.cells, self.pairs, self.proj,
+                 self.proj_log)
+        name = self.fresh(stem)
+        self.block = Block()
+        self.blocks.append(self.block)
+        caps = {atom: self.fresh("c") for atom in captured}
+        args = [self.fresh("p") for _ in params]
+        cells = [self.fresh("cells")] if execute else []
+        self.indent = 0
+        self.emit(f"def {name}({', '.join(list(caps.values()) + args + cells)}):")
+        self.indent = 1
+        self.env = {x: (caps.get(a, a)) for x, a in ((x, self.env[x]) for x in free)}
+        self.env.update(zip(params, args))
+        self.cells = cells[0] if execute else None
+        self.pairs, self.proj, self.proj_log = {}, {}, []
+        try:
+            if setup is not None:
+                setup(self, args)
+            r = self.execute(body) if execute else self.value(body)
+            self.emit(f"return {r}")
+        finally:
+            (self.block, self.indent, self.env, self.cells, self.pairs, self.proj,
+             self.proj_log) = saved
+        if not captured:
+            return name
+        return self.atom(f"_partial({name}, {', '.join(captured)})", "f")
+
+    # ------------------------------------------------------------ binders
+    def _bind(self, name: str, expr: str):
+        old = self.env.get(name)
+        self.env[name] = self.atom(expr)
+        return old
+
+    def _unbind(self, name: str, old) -> None:
+        if old is None:
+            del self.env[name]
+        else:
+            self.env[name] = old
+
+    def _let_chain(self, t, body_fn):
+        names, olds = [], []
+        try:
+            while type(t) is Let:
+                v = self.value(t.rhs)
+                olds.append(self._bind(t.name, v))
+                names.append(t.name)
+                t = t.body
+            return body_fn(t)
+        finally:
+            for name, old in zip(reversed(names), reversed(olds)):
+                self._unbind(name, old)
+
+    def _beta(self, t: App, body_fn) -> str:
+        """(\\x -> body) arg as let x = arg in body."""
+        x = self.value(t.arg)
+        old = self._bind(t.fn.name, x)
+        try:
+            return body_fn(t.fn.body)
+        finally:
+            self._unbind(t.fn.name, old)
+
+    def _case(self, t: Case, body_fn) -> str:
+        s = self.value(t.scrut)
+        result = self.fresh("v")
+        self.emit(f"if {s}.side == 0:")
+        for side, name, body in ((0, t.lname, t.lbody), (1, t.rname, t.rbody)):
+            if side == 1:
+                self.emit("else:")
+            self.indent += 1
+            mark = len(self.proj_log)
+            old = self._bind(name, f"{s}.value")
+            try:
+                r = body_fn(body)
+                self.emit(f"{result} = {r}")
+            finally:
+                self._unbind(name, old)
+                self.indent -= 1
+                for key in self.proj_log[mark:]:
+                    self.proj.pop(key, None)
+                del self.proj_log[mark:]
+        return result
+
+    # ------------------------------------------------------------ values
+    def value(self, t) -> str:
+        """Emit the statements computing t; return an expression of its value
+        (an atom, or a shallow expression over atoms)."""
+        cls = type(t)
+        if t.loc is not None:
+            self.last_loc = t.loc
+        if cls is Var:
+            try:
+                return self.env[t.name]
+            except KeyError:
+                raise CompileError(f"unbound variable {t.name!r}", t.loc) from None
+        if cls is Let:
+            return self._let_chain(t, self.value)
+        if cls is Prim:
+            return self._prim(t)
+        if cls in (Unit, LUnit, LPairZero, LSumZero):
+            return "None"
+        if cls is Pair or cls is LPair:
+            a = self.atom(self.value(t.left))
+            b = self.atom(self.value(t.right))
+            return self._pair(a, b)
+        if cls is Fst or cls is Snd:
+            x = self.atom(self.value(t.expr))
+            return self._project(x, 0 if cls is Fst else 1)
+        if cls in (Inl, Inr, LInl, LInr):
+            x = self.atom(self.value(t.expr))
+            return f"_Inj({0 if cls in (Inl, LInl) else 1}, {x})"
+        if cls is Case:
+            return self._case(t, self.value)
+        if cls is Lam:
+            return self.local_def([t.name], t.body)
+        if cls is App:
+            if type(t.fn) is Lam:
+                return self._beta(t, self.value)
+            f = self.atom(self.value(t.fn))
+            x = self.atom(self.value(t.arg))
+            return f"{f}({x})"
+        if cls is Call:
+            return self._call(t)
+        if cls is Ann:
+            return self.value(t.expr)
+        if cls is LFst or cls is LSnd:
+            x = self.atom(self.value(t.expr))
+            known = self.pairs.get(x)
+            if known is not None:
+                return known[0 if cls is LFst else 1]
+            z = self.const(t.zero, "L")
+            return f"({x}[{0 if cls is LFst else 1}] if {x} is not None else _zerov({z})[0])"
+        if cls is LCastL or cls is LCastR:
+            x = self.atom(self.value(t.expr))
+            z = self.const(t.zero, "L")
+            side = 0 if cls is LCastL else 1
+            return (f"({x}.value if isinstance({x}, _Inj) and {x}.side == {side} "
+                    f"else _zerov({z})[0])")
+        if cls in _EVM_NODES:
+            return self._action(t)
+        if cls is RunEVM:
+            return self._run(t)
+        return self._extension(t)
+
+    def _pair(self, a: str, b: str) -> str:
+        """A local holding the pair (a, b), remembered: a and b are atoms not
+        assigned again (generated locals are assigned once, except the cells of a
+        run held in locals, which are paired only once their scope has ended)."""
+        name = self.fresh("v")
+        self.emit(f"{name} = ({a}, {b})")
+        self.pairs[name] = (a, b)
+        return name
+
+    def _project(self, x: str, i: int) -> str:
+        """x[i], folded when x is a known pair, computed once per x and i in a
+        straight-line region (the cache is undone at the end of a branch)."""
+        known = self.pairs.get(x)
+        if known is not None:
+            return known[i]
+        key = (x, i)
+        name = self.proj.get(key)
+        if name is None:
+            name = self.fresh("v")
+            self.emit(f"{name} = {x}[{i}]")
+            self.proj[key] = name
+            self.proj_log.append(key)
+        return name
+
+    def _prim(self, t: Prim) -> str:
+        op = t.op
+        if op == "LIT" or op == "ILIT":
+            return self.literal(t.const)
+        prim = PRIMITIVES.get(op)
+        if prim is None or prim.evaluate is None:
+            raise CompileError(f"no evaluation for primitive {op}", t.loc)
+        template = prim.inline
+        binary = template is not None and "{1}" in template
+        if template is not None:
+            if binary and type(t.arg) is Pair:
+                a = self.atom(self.value(t.arg.left))
+                b = self.atom(self.value(t.arg.right))
+                return template.format(a, b)
+            x = self.atom(self.value(t.arg))
+            if binary:
+                return template.format(f"{x}[0]", f"{x}[1]")
+            return template.format(x)
+        fn = self.const(prim.evaluate, "P")
+        return f"{fn}({self.atom(self.value(t.arg))})"
+
+    def _call(self, t: Call) -> str:
+        d = self.defs.get(t.name)
+        if d is None:
+            raise CompileError(f"call of an unknown def {t.name!r}", t.loc)
+        key = ("def", t.name)
+        fn = self.functions.get(key)
+        if fn is None:
+            fn = self.function([p.name for p in d.params], d.body, "d")
+            self.functions[key] = fn
+        args = [self.atom(self.value(a)) for a in t.args]
+        return f"{fn}({', '.join(args)})"
+
+    def _run(self, t: RunEVM) -> str:
+        env = self.atom(self.value(t.env))
+        if not self.inline:
+            m = self.atom(self.value(t.m))
+            out = self.fresh("v")
+            self.emit(f"{out} = _E.run({m}, _e2c({env}))")
+            return f"({out}[0], _c2e({out}[1]))"
+        parts = self._known_tuple(env)
+        if parts is not None:
+            mark, indent, pmark = len(self.block.lines), self.indent, len(self.proj_log)
+            try:
+                return self._run_in_locals(t, parts)
+            except _NeedList:  # forget the lines (and the projections) of the attempt
+                del self.block.lines[mark:]
+                self.indent = indent
+                for key in self.proj_log[pmark:]:
+                    self.proj.pop(key, None)
+                del self.proj_log[pmark:]
+        cells = self.fresh("cells")
+        self.emit(f"{cells} = _e2c({env})")
+        saved = self.cells
+        self.cells = cells
+        try:
+            r = self.atom(self.execute(t.m))
+        finally:
+            self.cells = saved
+        return f"({r}, _c2e({cells}))"
+
+    def _known_tuple(self, x: str):
+        """The components of the nested tuple (c0, (c1, ... None)) held in x, if
+        this generator built it; else None."""
+        parts = []
+        while x != "None":
+            pair = self.pairs.get(x)
+            if pair is None:
+                return None
+            parts.append(pair[0])
+            x = pair[1]
+        return parts
+
+    def _run_in_locals(self, t: RunEVM, parts: list[str]) -> str:
+        cells = LocalCells()
+        for part in parts:
+            name = self.fresh("g")
+            self.emit(f"{name} = {part}")
+            cells.names.append(name)
+            cells.real.append(part == "0.0")
+        saved = self.cells
+        self.cells = cells
+        try:
+            r = self.atom(self.execute(t.m))
+        finally:
+            self.cells = saved
+        out = "None"
+        for name in reversed(cells.names):
+            out = self.atom(f"({name}, {out})")
+        return f"({r}, {out})"
+
+    def _action(self, t) -> str:
+        """A monadic term as a value: an action."""
+        if self.inline:
+            return self.local_def([], t, "m", execute=True)
+        cls = type(t)
+        if cls is PureEVM:
+            return f"_E.pure({self.atom(self.value(t.expr))})"
+        if cls is BindEVM:
+            m = self.atom(self.value(t.m))
+            k = self.atom(self.value(t.k))
+            return f"_E.bind({m}, _partial(_kwrap, {k}))"
+        if cls is ThenEVM:
+            b = self.atom(self.value(t.second))
+            a = self.atom(self.value(t.first))
+            return f"_E.then({a}, {b})"
+        if cls is AddEVM:
+            return f"_E.add({t.level!r}, {self.atom(self.value(t.val))})"
+        if cls is ScopeEVM:
+            i = self.atom(self.value(t.init))
+            m = self.atom(self.value(t.m))
+            return f"_E.scope({i}, {m})"
+        raise CompileError(f"not a monadic node: {cls.__name__}", t.loc)
+
+    # ------------------------------------------------------------ execution (inline mode)
+    def execute(self, t) -> str:
+        """Emit the statements running the action t on the cells `self.cells`;
+        return an expression of its result."""
+        cls = type(t)
+        cells = self.cells
+        if cls is PureEVM:
+            return self.value(t.expr)
+        if cls is BindEVM:
+            x = self.execute(t.m)
+            k = t.k
+            if type(k) is Lam:
+                old = self._bind(k.name, x)
+                try:
+                    return self.execute(k.body)
+                finally:
+                    self._unbind(k.name, old)
+            if type(cells) is LocalCells:
+                raise _NeedList
+            x = self.atom(x)
+            f = self.atom(self.value(k))
+            return f"{self.atom(f'{f}({x})')}({cells})"
+        if cls is ThenEVM:
+            first = self.execute(t.first)
+            if not _ATOM.match(first) and first != "None":
+                self.emit(first)
+            return self.execute(t.second)
+        if cls is AddEVM:
+            if not isinstance(t.level, int) or isinstance(t.level, bool) or t.level < 0:
+                raise CompileError(f"add: level must be a non-negative int, got {t.level!r}",
+                                   t.loc)
+            v = self.atom(self.value(t.val))
+            if type(cells) is LocalCells:
+                if t.level >= len(cells.names):
+                    raise _NeedList  # the list reports the bad level at run time
+                g = cells.names[t.level]
+                if cells.real[t.level]:
+                    self.emit(f"{g} = {v} + {g}")
+                else:
+                    self.emit(f"{g} = _padd({v}, {g})")
+                return "None"
+            self.emit(f"{cells}[{t.level}] = _padd({v}, {cells}[{t.level}])")
+            return "None"
+        if cls is ScopeEVM:
+            i = self.atom(self.value(t.init))
+            if type(cells) is LocalCells:
+                g = self.fresh("g")
+                self.emit(f"{g} = {i}")
+                cells.names.append(g)
+                cells.real.append(i == "0.0")
+                try:
+                    r = self.atom(self.execute(t.m))
+                finally:
+                    cells.names.pop()
+                    cells.real.pop()
+                return self._pair(g, r)  # g is not assigned again: its scope has ended
+            self.emit(f"{cells}.append({i})")
+            r = self.atom(self.execute(t.m))
+            out = self.fresh("v")
+            self.emit(f"{out} = {cells}.pop()")
+            return self._pair(out, r)
+        if cls is Let:
+            return self._let_chain(t, self.execute)
+        if cls is Case:
+            return self._case(t, self.execute)
+        if cls is Ann:
+            return self.execute(t.expr)
+        if cls is App and type(t.fn) is Lam:
+            return self._beta(t, self.execute)
+        if type(cells) is LocalCells:
+            raise _NeedList
+        a = self.atom(self.value(t))
+        return f"{a}({cells})"
+
+    # ------------------------------------------------------------ extensions
+    def _extension(self, t) -> str:
+        how = tables.COMPILE.get(type(t))
+        if how is None:
+            raise CompileError(f"no compile rule for {type(t).__name__}", t.loc)
+        if how != "eval":
+            return how(self, t)
+        rule = tables.EVAL.get(type(t))
+        if rule is None:
+            raise CompileError(f"no evaluation rule for {type(t).__name__}", t.loc)
+        kids = []
+        for child, bound in binders_of(t):
+            if bound:
+                kids.append(self.local_def(list(bound), child))
+            else:
+                kids.append(self.atom(self.value(child)))
+        ids = self.const(tuple(id(c) for c in children(t)), "I")
+        evm = "_E"
+        args = ", ".join([self.const(rule, "R"), self.const(t, "N"), ids, evm] + kids)
+        return f"_run_rule({args})"

@@ -1,0 +1,131 @@
+"""Fast conversions at the boundary of compiled code: arguments in, cotangents
+in, dense gradients out, specialised once per type.
+
+Each converter handles the common shapes (floats, pairs of them, float arrays)
+with the result the general functions give (chad/values.py `value_from_json`,
+chad/cotangents.py `ctg_from_json` and `densify`), and hands anything else to
+those functions, which also produce the error messages. A compiled gradient of
+`x * y + sin x` spends most of its time here unless this is fast.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from chad.cotangents import ctg_from_json, densify
+from chad.types import ArrayT, Int, Prod, Real, Type, UnitT
+from chad.values import value_from_json
+
+_SLOW = object()
+
+
+def _fast_value(ty: Type):
+    """value -> the decoded value, or _SLOW when the general path must decide."""
+    if isinstance(ty, Real):
+        return lambda j: j if type(j) is float else _SLOW
+    if isinstance(ty, Prod):
+        fa, fb = _fast_value(ty.left), _fast_value(ty.right)
+
+        def pair(j):
+            if type(j) is not tuple and type(j) is not list or len(j) != 2:
+                return _SLOW
+            a = fa(j[0])
+            if a is _SLOW:
+                return _SLOW
+            b = fb(j[1])
+            if b is _SLOW:
+                return _SLOW
+            return (a, b)
+
+        return pair
+    if isinstance(ty, ArrayT) and isinstance(ty.elem, Real):
+        def floats(j):
+            if type(j) is np.ndarray and j.ndim == 1 and j.dtype == np.float64:
+                return j.copy()
+            return _SLOW
+
+        return floats
+    return lambda j: _SLOW
+
+
+def arguments(params) -> callable:
+    """args -> the list of parameter values (decode_args' values)."""
+    fast = [_fast_value(p.ty) for p in params]
+    n = len(params)
+    if all(isinstance(p.ty, Real) for p in params):
+        def reals(args, slow):
+            if len(args) == n:
+                for a in args:
+                    if type(a) is not float:
+                        return slow(args)
+                return args
+            return slow(args)
+
+        return reals
+
+    def decode(args, slow):
+        if len(args) == n:
+            out = []
+            for f, a in zip(fast, args):
+                v = f(a)
+                if v is _SLOW:
+                    break
+                out.append(v)
+            else:
+                return out
+        return slow(args)
+
+    return decode
+
+
+def value_independent(ty: Type) -> bool:
+    """True when decoding a cotangent of ty needs no primal value (no sums or
+    arrays, whose cotangents are checked against the value's sides and lengths)."""
+    if isinstance(ty, (Real, Int, UnitT)):
+        return True
+    if isinstance(ty, Prod):
+        return value_independent(ty.left) and value_independent(ty.right)
+    return False
+
+
+def cotangent(ty: Type) -> callable:
+    """ctg -> the sparse cotangent (ctg_from_json's), for value-independent ty."""
+    if isinstance(ty, Real):
+        return lambda j: j if type(j) is float else ctg_from_json(ty, j, "ctg")
+    fast = _fast_value(ty)
+
+    def decode(j):
+        v = fast(j)
+        return ctg_from_json(ty, j, "ctg") if v is _SLOW else v
+
+    return decode
+
+
+def _fast_dense(ty: Type):
+    if isinstance(ty, Real):
+        return lambda v, c: c if type(c) is float else densify(ty, v, c)
+    if isinstance(ty, Prod):
+        fa, fb = _fast_dense(ty.left), _fast_dense(ty.right)
+
+        def pair(v, c):
+            if c is None:
+                return densify(ty, v, c)
+            return (fa(v[0], c[0]), fb(v[1], c[1]))
+
+        return pair
+    return lambda v, c: densify(ty, v, c)
+
+
+def gradients(params) -> callable:
+    """(values, cells) -> the dense gradient, one per parameter."""
+    fast = [_fast_dense(p.ty) for p in params]
+    if all(isinstance(p.ty, Real) for p in params):
+        def reals(vals, cells):
+            return tuple([c if type(c) is float else densify(Real(), None, c) for c in cells])
+
+        return reals
+
+    def dense(vals, cells):
+        return tuple([f(v, c) for f, v, c in zip(fast, vals, cells)])
+
+    return dense
