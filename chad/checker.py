@@ -222,7 +222,7 @@ _NO_CTX = Ctx()
 _SYMBOL = {
     "ADD": "+", "MUL": "*", "NEG": "-", "DIV": "/", "LT": "<", "LE": "<=", "GT": ">",
     "GE": ">=", "EQ": "==", "IADD": "+", "IMUL": "*", "INEG": "-", "ILT": "<",
-    "ILE": "<=", "IGT": ">", "IGE": ">=", "IEQ": "==", "LIT": "a real literal",
+    "ILE": "<=", "IGT": ">", "IGE": ">=", "IEQ": "==", "NE": "!=", "INE": "!=", "LIT": "a real literal",
     "ILIT": "an integer literal",
 }
 # Primitives of the source language not (or not yet) in the PRIMITIVES table.

@@ -75,11 +75,12 @@ def build_parser() -> argparse.ArgumentParser:
         if args:
             sp.add_argument("--args", required=True, metavar="JSON",
                             help="JSON list with one value per parameter, e.g. '[2.0, [1, 2]]'; "
-                                 'non-finite reals are the strings "inf", "-inf", "nan"')
+                                 'non-finite reals are the strings "inf", "-inf", "nan"; '
+                                 "@FILE reads it from a file, @- from standard input")
         if ctg:
             sp.add_argument("--ctg", metavar="JSON",
                             help="JSON cotangent of the result (default 1.0 for a result of "
-                                 "type R; null is the sparse zero)")
+                                 "type R; null is the sparse zero); @FILE or @- as for --args")
         if evm:
             sp.add_argument("--evm", default="array", choices=EVM_CHOICES,
                             help="the EVM runtime accumulating the cotangents: array (mutable "
@@ -141,10 +142,38 @@ def _read(path: str) -> str:
         raise UsageError(f"cannot read {path}: {getattr(e, 'strerror', None) or e}") from None
 
 
+# where --args / --ctg came from when read from a file ("@FILE", "@-"): error
+# messages about their contents name it
+_ORIGINS: dict[str, str] = {}
+
+
 def _json(text: str | None, what: str):
+    """The JSON of an option: the text itself, or with `@FILE` the file's
+    contents (`@-`: standard input)."""
     if text is None:
         return None
+    if text.startswith("@"):
+        path = text[1:]
+        if not path:
+            raise UsageError(f"{what}: '@' needs a file name (@FILE, or @- for standard input)")
+        if path == "-":
+            where, source = "<stdin>", sys.stdin.read()
+        else:
+            where, source = path, _read(path)
+        _ORIGINS[what.lstrip("-")] = where
+        return parse_json(source, f"{what} ({where})")
     return parse_json(text, what)
+
+
+def _name_origin(e: ChadError) -> ChadError:
+    """An error about the contents of --args or --ctg read from a file names it."""
+    if isinstance(e, UsageError) and e.loc is None:
+        for key, where in _ORIGINS.items():
+            if e.message.startswith((key + "[", key + ":", key + ".")) or \
+                    e.message.startswith(f"--{key}:"):
+                e.message = f"{where}: {e.message}"
+                break
+    return e
 
 
 def _load(args):
@@ -263,6 +292,7 @@ COMMANDS = {"run": cmd_run, "grad": cmd_grad, "show": cmd_show, "cost": cmd_cost
 
 
 def main(argv: list[str] | None = None) -> int:
+    _ORIGINS.clear()
     try:
         args = build_parser().parse_args(argv)
         if args.command == "check":
@@ -271,7 +301,7 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as e:
         return e.code if isinstance(e.code, int) else 2
     except ChadError as e:
-        return _fail(str(e), 2)
+        return _fail(str(_name_origin(e)), 2)
     except RecursionError:
         return _fail("error: the program is nested too deeply to process", 2)
     except KeyboardInterrupt:

@@ -44,7 +44,8 @@ __all__ = [
 def register_node(cls: type, *, eval: Callable | None = None,
                   chad: Callable | Mapping[str, Callable] | None = None,
                   show: Callable | None = None,
-                  compiled: Callable | str | None = None) -> type:
+                  compiled: Callable | str | None = None,
+                  inline: Callable | None = None) -> type:
     """Register what the core needs to know about the node class `cls`.
 
     eval   rule(evaluator, node, env) -> (value, steps): its value and cost
@@ -59,6 +60,9 @@ def register_node(cls: type, *, eval: Callable | None = None,
            becomes a Python function of them; steps are not counted), or
            lower(gen, node) -> a Python expression, emitting statements through
            `gen` (chad/compile/codegen.py)
+    inline expand(node, defs) -> an equivalent term or None: what the compiler may
+           put in the node's place before simplifying (a call by the callee's
+           body), so that the simplifier sees through it (chad/compile/inline.py)
     """
     if not hasattr(cls, "__shape__"):
         raise TypeError(f"{cls.__name__}: declare its shape with @node before registering it")
@@ -72,6 +76,8 @@ def register_node(cls: type, *, eval: Callable | None = None,
         tables.put(tables.SHOW, cls, show, "a show rule")
     if compiled is not None:
         tables.put(tables.COMPILE, cls, compiled, "a compile rule")
+    if inline is not None:
+        tables.put(tables.INLINE, cls, inline, "an inline rule")
     return cls
 
 

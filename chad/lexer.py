@@ -28,14 +28,14 @@ from .terms import Loc
 PREFIX1 = {  # one-argument prefix forms -> Prim op (None: a node of its own)
     "fst": None, "snd": None, "inl": None, "inr": None, "length": None,
     "sign": "SIGN", "toreal": "TOREAL", "exp": "EXP", "log": "LOG", "sin": "SIN",
-    "cos": "COS", "tanh": "TANH", "sqrt": "SQRT", "sum": "SUM",
+    "cos": "COS", "tanh": "TANH", "sqrt": "SQRT", "sum": "SUM", "floor": "FLOOR",
 }
 PREFIX2 = ("build", "fold", "map")
 KEYWORDS = frozenset({
     "def", "let", "in", "case", "of", "if", "then", "else", "true", "false",
     *PREFIX1, *PREFIX2,
 })
-SYMBOLS = ("->", "<=", ">=", "==", "(", ")", ",", ":", "=", "\\", "{", "}", "|",
+SYMBOLS = ("->", "<=", ">=", "==", "!=", "(", ")", ",", ":", "=", "\\", "{", "}", "|",
            "+", "-", "*", "/", "!", "<", ">")
 
 NAME, INT, REAL, KW, SYM, EOF = "name", "int", "real", "keyword", "symbol", "end"
@@ -50,7 +50,6 @@ _REAL_RE = re.compile(r"[0-9]+(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?\Z")
 
 # Two-character sequences that are never valid, with a hint.
 _BAD_PAIRS = {
-    "!=": "there is no '!=' operator; write `if a == b then false else true`",
     "=>": "'=>' is not an operator; did you mean '->'?",
     "||": "there is no '||' operator; use if-then-else on Bool",
     "&&": "there is no '&&' operator; use if-then-else on Bool",
@@ -113,7 +112,7 @@ _MASTER_RE = re.compile(
     r"|(?P<com>#[^" + _NL_CHARS + r"]*)"
     r"|(?P<name>[A-Za-z_][A-Za-z0-9_']*)"
     r"|(?P<num>[0-9](?:[A-Za-z0-9_'.]|(?<=[eE])[+-])*)"
-    r"|(?P<bad>!=|=>|\|\||&&|:=)"
+    r"|(?P<bad>=>|\|\||&&|:=)"
     r"|(?P<sym>" + "|".join(re.escape(s) for s in SYMBOLS) + "))")
 
 

@@ -42,7 +42,7 @@ from .types import BOOL, R, Z, UNIT, ArrayT, Fun, Prod, Sum, Type
 # operators, of unary minus and of prefix forms are parsed by loops and do not count.
 MAX_DEPTH = 20_000
 
-_CMP_OPS = {"<": "LT", "<=": "LE", ">": "GT", ">=": "GE", "==": "EQ"}
+_CMP_OPS = {"<": "LT", "<=": "LE", ">": "GT", ">=": "GE", "==": "EQ", "!=": "NE"}
 _LEVEL_CMP, _LEVEL_ADD, _LEVEL_MUL = 1, 2, 3
 _BINOPS = {sym: (op, _LEVEL_CMP) for sym, op in _CMP_OPS.items()}
 _BINOPS.update({"+": ("ADD", _LEVEL_ADD), "-": ("ADD", _LEVEL_ADD),

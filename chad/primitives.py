@@ -113,6 +113,12 @@ def _exp(x: float) -> float:
         return math.inf
 
 
+def _floor(x: float) -> int:
+    if not math.isfinite(x):
+        _domain("floor", x, "the argument must be a finite real")
+    return math.floor(x)
+
+
 def _sign(x: float) -> Inj:
     if x < 0.0:
         return Inj(0, Inj(0, None))
@@ -170,10 +176,12 @@ register(Primitive("TANH", R, R, math.tanh,
 register(Primitive("SQRT", R, R, _sqrt,
                    lambda p, d: scale(d, prim("DIV", lit(0.5), prim("SQRT", p)))))
 register(Primitive("TOREAL", Z, R, float, lambda p, d: LUnit(), doc="Z to R"))
+register(Primitive("FLOOR", R, Z, _floor, lambda p, d: lzero_real(),
+                   doc="the largest integer <= x (R to Z); its derivative is zero"))
 
 for _name, _fn in [("LT", lambda a: a[0] < a[1]), ("LE", lambda a: a[0] <= a[1]),
                    ("GT", lambda a: a[0] > a[1]), ("GE", lambda a: a[0] >= a[1]),
-                   ("EQ", lambda a: a[0] == a[1])]:
+                   ("EQ", lambda a: a[0] == a[1]), ("NE", lambda a: a[0] != a[1])]:
     register(Primitive("I" + _name, ZZ, BOOL, (lambda f: lambda a: _bool(f(a)))(_fn),
                        lambda p, d: LPairZero(), doc="comparison on Z"))
     register(Primitive(_name, RR, BOOL, (lambda f: lambda a: _bool(f(a)))(_fn),

@@ -48,7 +48,7 @@ BINOPS = {
     "LT": ("<", P_CMP), "LE": ("<=", P_CMP), "GT": (">", P_CMP), "GE": (">=", P_CMP),
     "EQ": ("==", P_CMP),
     "ILT": ("<", P_CMP), "ILE": ("<=", P_CMP), "IGT": (">", P_CMP), "IGE": (">=", P_CMP),
-    "IEQ": ("==", P_CMP),
+    "IEQ": ("==", P_CMP), "NE": ("!=", P_CMP), "INE": ("!=", P_CMP),
 }
 # Operands of a binary operator: (left level, right level) by the operator's level.
 _OPERANDS = {P_CMP: (P_ADD, P_ADD), P_ADD: (P_ADD, P_MUL), P_MUL: (P_MUL, P_UNARY)}

@@ -36,6 +36,10 @@ COTANGENTS: dict[type, Any] = {}
 # evaluation rule runs on compiled sub-terms) or lower(gen, node) -> expression
 COMPILE: dict[type, Any] = {}
 
+# term node class -> expand(node, defs) -> an equivalent term, or None: what the
+# compiler may put in the node's place before simplifying (e.g. a call inlined)
+INLINE: dict[type, Any] = {}
+
 # transform name -> TransformSpec                                   (chad/transform/registry.py)
 TRANSFORMS: dict[str, Any] = {}
 

@@ -30,6 +30,7 @@ from chad.terms import Def, Fst, Let, Pair, Program, Var
 from chad.transform.registry import CTG, get_transform
 
 from .codegen import CompileError, Gen
+from .inline import inline
 from .support import FastArrayEVM
 
 FORWARD = "fwd$0"   # the forward pair in the gradient and backward terms
@@ -124,12 +125,17 @@ def _cached(key, build):
     return _lru(_cache, key, build)
 
 
-def _term(key, build, simplify: bool):
-    """The term build() makes (on a big-stack thread), simplified when asked,
-    cached under key: shared by the modules of the three runtimes."""
+def _term(key, build, simplify: bool, defs: dict | None = None):
+    """The term build() makes (on a big-stack thread), with its calls inlined
+    and simplified when asked, cached under key: shared by the modules of the
+    three runtimes."""
     def make():
         t = run_deep(build)
-        return run_deep(_simplified, t) if simplify else t
+        if not simplify:
+            return t
+        if defs:
+            t = run_deep(inline, t, defs)
+        return run_deep(_simplified, t)
 
     return _lru(_terms, key, make)
 
@@ -147,6 +153,10 @@ def _key(prog: Program, d: Def, *rest):
     if prog.source is not None:
         return (prog.source, prog.file, d.name) + rest
     return (id(prog), d.name) + rest
+
+
+def _defs(prog: Program) -> dict:
+    return {d.name: d for d in prog.defs}
 
 
 def primal_module(prog: Program, d: Def, simplify: bool = True) -> Module:
@@ -172,7 +182,8 @@ def gradient_module(prog: Program, d: Def, transform: str = "efficient",
         return Let(FORWARD, fwd, Pair(Fst(Var(FORWARD)), spec.backward_term(d, FORWARD)))
 
     def build():
-        t = _term(_key(prog, d, "grad term", transform, simplify, keep), term, simplify)
+        t = _term(_key(prog, d, "grad term", transform, simplify, keep), term, simplify,
+                  _defs(prog))
         return run_deep(_generate, prog, [p.name for p in d.params] + [CTG], t, runtime,
                         simplify, f"gradient of {d.name} ({transform})")
     return _cached(_key(prog, d, "grad", transform, runtime, simplify, keep), build)
@@ -189,7 +200,7 @@ def vjp_modules(prog: Program, d: Def, transform: str = "efficient",
     def build():
         evm = evm_for(runtime)  # one EVM: the backward pass runs the forward's actions
         fwd = _term(_key(prog, d, "forward term", transform, simplify, keep),
-                    lambda: spec.forward_term(d), simplify)
+                    lambda: spec.forward_term(d), simplify, _defs(prog))
         forward = run_deep(_generate, prog, [p.name for p in d.params], fwd, runtime,
                            simplify, f"forward pass of {d.name} ({transform})", evm)
         back = _term(_key(prog, d, "backward term", transform, simplify, keep),

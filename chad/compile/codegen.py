@@ -73,6 +73,9 @@ class LocalCells:
     def __init__(self) -> None:
         self.names: list[str] = []
         self.real: list[bool] = []
+        # the cells known to hold their initial None here (straight-line code
+        # since they were made; forgotten at a branch)
+        self.empty: set[str] = set()
 
 
 class Block:
@@ -259,6 +262,8 @@ class Gen:
             self._unbind(t.fn.name, old)
 
     def _case(self, t: Case, body_fn) -> str:
+        if type(self.cells) is LocalCells:
+            self.cells.empty.clear()  # a cell may be added to in one branch only
         s = self.value(t.scrut)
         result = self.fresh("v")
         self.emit(f"if {s}.side == 0:")
@@ -323,11 +328,19 @@ class Gen:
             return self.value(t.expr)
         if cls is LFst or cls is LSnd:
             x = self.atom(self.value(t.expr))
+            i = 0 if cls is LFst else 1
             known = self.pairs.get(x)
             if known is not None:
-                return known[0 if cls is LFst else 1]
-            z = self.const(t.zero, "L")
-            return f"({x}[{0 if cls is LFst else 1}] if {x} is not None else _zerov({z})[0])"
+                return known[i]
+            key = (x, "l", i, t.zero)
+            name = self.proj.get(key)
+            if name is None:
+                z = self.const(t.zero, "L")
+                name = self.fresh("v")
+                self.emit(f"{name} = {x}[{i}] if {x} is not None else _zerov({z})[0]")
+                self.proj[key] = name
+                self.proj_log.append(key)
+            return name
         if cls is LCastL or cls is LCastR:
             x = self.atom(self.value(t.expr))
             z = self.const(t.zero, "L")
@@ -444,6 +457,8 @@ class Gen:
             self.emit(f"{name} = {part}")
             cells.names.append(name)
             cells.real.append(part == "0.0")
+            if part == "None":
+                cells.empty.add(name)
         saved = self.cells
         self.cells = cells
         try:
@@ -516,6 +531,9 @@ class Gen:
                 g = cells.names[t.level]
                 if cells.real[t.level]:
                     self.emit(f"{g} = {v} + {g}")
+                elif g in cells.empty:  # still its initial None: padd(v, None) is v
+                    self.emit(f"{g} = {v}")
+                    cells.empty.discard(g)
                 else:
                     self.emit(f"{g} = _padd({v}, {g})")
                 return "None"
@@ -528,6 +546,8 @@ class Gen:
                 self.emit(f"{g} = {i}")
                 cells.names.append(g)
                 cells.real.append(i == "0.0")
+                if i == "None":
+                    cells.empty.add(g)
                 try:
                     r = self.atom(self.execute(t.m))
                 finally:

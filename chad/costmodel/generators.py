@@ -61,7 +61,7 @@ from .measure import run_primal
 
 # Unary real primitives that are total and tame on the inputs we generate.
 SAFE_UNARY = ("NEG", "SIN", "COS", "TANH")
-COMPARISONS = ("LT", "LE", "GT", "GE", "EQ")
+COMPARISONS = ("LT", "LE", "GT", "GE", "EQ", "NE")
 REAL_LITERALS = (1.0, 0.5, 2.0, 1.5, 0.25, 3.0)
 
 
@@ -402,7 +402,7 @@ class _TypedTermGen:
                 if self.arrays:
                     forms += ["index", "sum", "fold"]
             case Int():
-                forms += ["ibinop"]
+                forms += ["ibinop", "floor"]
                 if self.arrays:
                     forms += ["length"]
             case ArrayT():
@@ -474,6 +474,9 @@ class _TypedTermGen:
 
     def k_toreal(self, ctx, ty, depth, vis):
         return Prim("TOREAL", self.term(ctx, Z, depth + 1), ty=R)
+
+    def k_floor(self, ctx, ty, depth, vis):
+        return Prim("FLOOR", self.term(ctx, R, depth + 1), ty=Z)
 
     def k_cmp(self, ctx, ty, depth, vis):
         op = self.pick((COMPARISONS))
@@ -718,9 +721,9 @@ def annotate_injections(program: Program) -> Program:
 
 _BIN = {"ADD": "+", "MUL": "*", "IADD": "+", "IMUL": "*", "DIV": "/", "LT": "<",
         "LE": "<=", "GT": ">", "GE": ">=", "EQ": "==", "ILT": "<", "ILE": "<=",
-        "IGT": ">", "IGE": ">=", "IEQ": "=="}
+        "IGT": ">", "IGE": ">=", "IEQ": "==", "NE": "!=", "INE": "!="}
 _UN = {"SIN": "sin", "COS": "cos", "TANH": "tanh", "EXP": "exp", "LOG": "log",
-       "SQRT": "sqrt", "SIGN": "sign", "TOREAL": "toreal", "SUM": "sum"}
+       "SQRT": "sqrt", "SIGN": "sign", "TOREAL": "toreal", "SUM": "sum", "FLOOR": "floor"}
 
 
 def print_surface(program: Program) -> str:

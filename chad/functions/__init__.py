@@ -54,7 +54,7 @@ def register() -> None:
     register_node(LPackAs, compiled="eval", eval=V.eval_lpackas, show=V.SHOW[LPackAs])
     register_node(LFunZero, compiled="eval", eval=V.eval_zero, show=V.SHOW[LFunZero])
     register_node(LTagZero, compiled="eval", eval=V.eval_zero, show=V.SHOW[LTagZero])
-    register_node(DCall, compiled=C.lower_dcall, eval=calls.eval_dcall, show=V.SHOW[DCall])
+    register_node(DCall, compiled=C.lower_dcall, inline=C.inline_dcall, eval=calls.eval_dcall, show=V.SHOW[DCall])
     register_node(EnvOneT, compiled="eval", eval=V.eval_envone, show=V.SHOW[EnvOneT])
     register_node(EnvScatter, compiled="eval", eval=V.eval_envscatter, show=V.SHOW[EnvScatter])
     register_node(LogOneT, compiled="eval", eval=V.eval_logone, show=V.SHOW[LogOneT])

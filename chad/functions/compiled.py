@@ -6,7 +6,9 @@ through their evaluation rule: those holding a body to be compiled.
                             (x, env tuple) that unpacks y1..yk from the tuple
     CApp f e                f's function applied to (e, f's env tuple)
     DCall g args            the derivative of def g (calls.py `derived`), compiled
-                            once per module as a top-level function, called
+                            once per module as a top-level function, called;
+                            before simplification a small one is inlined instead
+                            (`inline_dcall`, chad/compile/inline.py)
 
 The other function nodes run through their evaluation rules ("eval" in
 chad/functions/__init__.py). Values are the evaluator's (Packed, LPacked, ...),
@@ -15,8 +17,11 @@ except that a closed function is a Python function instead of a term.
 
 from __future__ import annotations
 
+import itertools
+
 from chad.compile.codegen import CompileError
-from chad.terms import Var
+from chad.compile.inline import MAX_BODY
+from chad.terms import Let, Var
 
 from .calls import derived
 from .types import Packed
@@ -67,3 +72,27 @@ def lower_dcall(gen, t) -> str:
         gen.functions[key] = fn
     args = [gen.atom(gen.value(a)) for a in t.args]
     return f"{fn}({', '.join(args)})"
+
+
+_ARGS = itertools.count(1)
+
+
+def inline_dcall(t, defs, inliner):
+    """DCall g args as `let a1 = arg1 in ... let y1 = a1 in ... g$D's body`
+    (calls.py `derived`: a closed term of g's parameters), when g's derived body
+    is small enough (chad/compile/inline.py); None: leave the call."""
+    d = defs.get(t.name)
+    if d is None:
+        return None
+    body = derived(d, t.mode)
+    size = inliner.size(body)
+    if size > MAX_BODY:
+        return None
+    inliner.added += size
+    temps = [f"arg$i{next(_ARGS)}" for _ in t.args]  # fresh: no source name has '$'
+    out = body
+    for p, a in reversed(list(zip(d.params, temps))):
+        out = Let(p.name, Var(a), out)
+    for a, e in reversed(list(zip(temps, t.args))):
+        out = Let(a, e, out)
+    return out

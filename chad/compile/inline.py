@@ -1,0 +1,49 @@
+"""Inlining before simplification: a node whose class declares an expansion
+(`register_node(inline=...)`, e.g. a call of a def's derivative) is replaced by
+it, so that the simplifier can see through the call: the callee's
+backpropagator is then applied where it is known, and its `run` over the
+callee's parameters becomes straight-line code in the caller.
+
+The expansion is the callee's body under `let`s binding its parameters, so it
+has the call's meaning; names may repeat (the simplifier renames binders apart
+first). Bounded: a body larger than MAX_BODY nodes is not inlined, nor anything
+once BUDGET nodes have been added to a term, so nested calls cannot blow up.
+Step counts are unaffected: the counting evaluator never sees these terms.
+"""
+
+from __future__ import annotations
+
+from chad import tables
+from chad.terms import map_children, subterms
+
+MAX_BODY = 4000
+BUDGET = 60_000
+
+
+class _Inliner:
+    def __init__(self, defs: dict) -> None:
+        self.defs = defs
+        self.added = 0
+        self.sizes: dict[int, int] = {}
+
+    def size(self, t) -> int:
+        n = self.sizes.get(id(t))
+        if n is None:
+            n = self.sizes[id(t)] = sum(1 for _ in subterms(t))
+        return n
+
+    def __call__(self, t):
+        expand = tables.INLINE.get(type(t))
+        if expand is not None and self.added < BUDGET:
+            new = expand(t, self.defs, self)
+            if new is not None:
+                return self(new)
+        return map_children(t, self)
+
+
+def inline(term, defs: dict):
+    """term with the declared expansions made (recursive: run it on a big-stack
+    thread, as the compiler does)."""
+    if not tables.INLINE:
+        return term
+    return _Inliner(defs)(term)
