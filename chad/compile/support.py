@@ -21,13 +21,17 @@ from chad.runtime.array_evm import check_level, out_of_range
 
 
 def padd(new, cell):
-    """plusv(new, cell)'s value (chad/linear.py), with the common cases first."""
+    """plusv(new, cell)'s value (chad/linear.py), with the common cases first:
+    reals, and pairs (componentwise, as plusv), without plusv's step counts."""
     if cell is None:
         return new
     if new is None:
         return cell
-    if type(new) is float:
+    t = type(new)
+    if t is float:
         return new + cell
+    if t is tuple:
+        return (padd(new[0], cell[0]), padd(new[1], cell[1]))
     return plusv(new, cell)[0]
 
 
