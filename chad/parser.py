@@ -59,6 +59,15 @@ def fresh_name(used) -> str:
     return f"p_{k}"
 
 
+
+def tuple_term(parts: list, loc) -> Term:
+    """(e1, ..., en) as the nested pairs (e1, (e2, ... (e_{n-1}, en))), of type
+    T1 * T2 * ... * Tn (the product is right-nested: R * R * R = R * (R * R))."""
+    out = parts[-1]
+    for e in reversed(parts[:-1]):
+        out = Pair(e, out, loc=loc)
+    return out
+
 class _Parser:
     def __init__(self, text: str, file: str, toks: list[Token], defs=()):
         self.text = text
@@ -418,13 +427,12 @@ class _Parser:
         a = self.expr()
         close = f"')' to close the '(' at {open_.line}:{open_.col}"
         if self.at(","):
-            self.advance()
-            b = self.expr()
-            if self.at(","):
-                raise self.error("a tuple has exactly two components; nest pairs for more: "
-                                 "(a, (b, c))")
+            parts = [a]
+            while self.at(","):
+                self.advance()
+                parts.append(self.expr())
             self.expect(")", close)
-            return Pair(a, b, loc=loc)
+            return tuple_term(parts, loc)
         self.expect(")", close)
         return a
 
@@ -480,10 +488,13 @@ class _Parser:
                 x = self.name("the first name of the pair pattern (let (x, y) = e in ...)")
                 self.expect(",", "',' and the second name of the pair pattern "
                                  "(let (x, y) = e in ...)")
-                y = self.name("the second name of the pair pattern")
+                pattern = [x, self.name("the second name of the pair pattern")]
+                while self.at(","):
+                    self.advance()
+                    pattern.append(self.name("a name of the tuple pattern"))
                 self.expect(")", "')' to close the pair pattern")
-                names: tuple[Token, ...] = (x, y)
-                shown = f"({x.text}, {y.text})"
+                names: tuple[Token, ...] = tuple(pattern)
+                shown = "(" + ", ".join(n.text for n in names) + ")"
             else:
                 if self.tok.kind not in (NAME, KW):
                     raise self.expected("a name or a pair pattern (x, y) after 'let'")
@@ -509,13 +520,19 @@ class _Parser:
             loc = self.loc(kw)
             if len(names) == 1:
                 body = Let(names[0].text, rhs, body, loc=loc)
-            else:  # let p = e in let x = fst p in let y = snd p in body
-                x, y = names
-                p = self.fresh
-                xl, yl = self.loc(x), self.loc(y)
-                body = Let(y.text, Snd(Var(p, loc=yl), loc=yl), body, loc=yl)
-                body = Let(x.text, Fst(Var(p, loc=xl), loc=xl), body, loc=xl)
-                body = Let(p, rhs, body, loc=loc)
+            else:  # let p = e in let x = fst p in let y = snd p in body; for more
+                # names, the nested pairs: let p2 = snd p in let y = fst p2 in ...
+                ps = [self.fresh for _ in range(len(names) - 1)]
+                last = names[-1]
+                ll = self.loc(last)
+                body = Let(last.text, Snd(Var(ps[-1], loc=ll), loc=ll), body, loc=ll)
+                for i in range(len(names) - 2, -1, -1):
+                    nt = names[i]
+                    nl = self.loc(nt)
+                    body = Let(nt.text, Fst(Var(ps[i], loc=nl), loc=nl), body, loc=nl)
+                    if i > 0:  # p_i = snd p_{i-1}
+                        body = Let(ps[i], Snd(Var(ps[i - 1], loc=nl), loc=nl), body, loc=nl)
+                body = Let(ps[0], rhs, body, loc=loc)
         return body
 
     def if_form(self) -> Term:
