@@ -331,6 +331,8 @@ class _Parser:
         loc = self.loc(kw)
         a1 = self.argument(kw.text)
         a2 = self.argument(kw.text)
+        if kw.text == "fold" and self.starts_atom():  # fold f z a: with a start value
+            return self.fold_from(kw, a1, a2, self.argument(kw.text))
         fn = a2 if kw.text == "build" else a1
         if isinstance(fn, Lam) and fn.param_ty is None:  # a lambda literal
             name, body = fn.name, fn.body
@@ -342,6 +344,43 @@ class _Parser:
         if kw.text == "fold":
             return Fold(name, body, a2, loc=loc)
         return MapA(name, body, a2, loc=loc)
+
+    def fold_from(self, kw: Token, fn: Term, start: Term, arr: Term) -> Term:
+        """`fold f z a`: fold f over the array z, a0, ..., a(n-1) (defined also for
+        an empty a). Sugar for
+
+            let z' = z in let a' = a in
+            fold f (build (length a' + 1) (\\i -> if i == 0 then z' else a' ! (i - 1)))
+
+        with fresh names, so its value, derivative and cost are those of the
+        existing forms (docs/language.md, docs/cost-model.md)."""
+        loc = self.loc(kw)
+        z, a, i, p = self.fresh_names(4)
+        zero = Prim("ILIT", Unit(loc=loc), 0, loc=loc)
+        one = Prim("ILIT", Unit(loc=loc), 1, loc=loc)
+        size = Prim("ADD", Pair(Length(Var(a, loc=loc), loc=loc), one, loc=loc), loc=loc)
+        prev = Prim("ADD", Pair(Var(i, loc=loc), Prim("NEG", one, loc=loc), loc=loc), loc=loc)
+        elem = Case(Prim("EQ", Pair(Var(i, loc=loc), zero, loc=loc), loc=loc),
+                    p, Var(z, loc=loc), p, Index(Var(a, loc=loc), prev, loc=loc), loc=loc)
+        items = Build(size, i, elem, loc=loc)
+        if isinstance(fn, Lam) and fn.param_ty is None:
+            name, body = fn.name, fn.body
+        else:
+            name = p
+            body = App(fn, Var(name, loc=fn.loc), loc=fn.loc)
+        folded = Fold(name, body, items, loc=loc)
+        return Let(z, start, Let(a, arr, folded, loc=loc), loc=loc)
+
+    def fresh_names(self, k: int) -> list[str]:
+        """k desugaring binders that occur nowhere in the text (the first is the
+        file's `fresh`)."""
+        used = {t.text for t in self.toks if t.kind == NAME}
+        out = []
+        for _ in range(k):
+            name = fresh_name(used)
+            used.add(name)
+            out.append(name)
+        return out
 
     def application(self) -> Term:
         t = self.tok
