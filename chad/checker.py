@@ -571,7 +571,8 @@ class _Checker:
             raise self.error(f"unknown primitive {op}", t)
         sym = _symbol(op)
         if p is not None and p.int_variant is not None:
-            arg, base = self._overloaded_arg(t, sym, isinstance(p.arg, Prod))
+            arg, base = self._overloaded_arg(t, sym, isinstance(p.arg, Prod),
+                                             isinstance(p.arg, ArrayT))
             if base == Z:
                 op = p.int_variant
             return attrs.evolve(t, op=op, arg=arg, ty=PRIMITIVES[op].res)
@@ -585,8 +586,14 @@ class _Checker:
             arg = self.elab(t.arg, arg_ty, Ctx(where))
         return attrs.evolve(t, arg=arg, ty=res)
 
-    def _overloaded_arg(self, t: Prim, sym: str, binary: bool):
-        """Elaborate the argument of an R/Z operator; return it and R or Z."""
+    def _overloaded_arg(self, t: Prim, sym: str, binary: bool, array: bool = False):
+        """Elaborate the argument of an R/Z operator (of an Array R / Array Z one
+        with `array`); return it and R or Z."""
+        if array:
+            arg = self.elab(t.arg, HOLE, _NO_CTX)
+            if arg.ty not in (ArrayT(R), ArrayT(Z)):
+                raise self.error(f"{sym} needs Array R or Array Z, found {show(arg.ty)}", t.arg)
+            return arg, arg.ty.elem
         if not binary:
             arg = self.elab(t.arg, HOLE, _NO_CTX)
             if arg.ty not in (R, Z):

@@ -54,6 +54,7 @@ BINOPS = {
 _OPERANDS = {P_CMP: (P_ADD, P_ADD), P_ADD: (P_ADD, P_MUL), P_MUL: (P_MUL, P_UNARY)}
 NEG_OPS = frozenset({"NEG", "INEG"})
 PREFIX_OPS = {op: kw for kw, op in PREFIX1.items() if op is not None}  # "SIN" -> "sin"
+PREFIX_OPS["ISUM"] = "sum"  # sum on Array Z (the checker's int variant of SUM)
 WIDTH = 100  # a def body shorter than this (and without lets) goes on the def's line
 
 

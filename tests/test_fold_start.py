@@ -2,7 +2,8 @@
 z), the same balanced order as `fold f a` over z, a0, ..., a(n-1); values and
 gradients on both backends and against finite differences; its documented cost
 (docs/cost-model.md) against the evaluator; and the program that needed a
-sentinel element, written the natural way."""
+sentinel element, written the natural way. Also `sum` on Array Z (ISUM), which
+needed a fold."""
 
 from __future__ import annotations
 
@@ -75,3 +76,18 @@ def f(x : R) : R =
   (fold (\\p -> \\(y : R) -> (fst p) ((snd p) y)) fs) x
 """
     assert chad.run(fns, [1.0])[0] == 4.0
+
+
+def test_sum_of_an_array_of_integers():
+    """The integer sum that needed a fold, written as `sum`."""
+    natural = "def f(a : Array Z, x : R) : R = toreal (sum a) * x\n"
+    workaround = "def f(a : Array Z, x : R) : R = toreal (fold (\\p -> fst p + snd p) 0 a) * x\n"
+    for backend in ("compiled", "interp"):
+        assert chad.grad(natural, backend=backend)([1, 2, 3], 2.0) == \
+            chad.grad(workaround, backend=backend)([1, 2, 3], 2.0)
+    assert chad.run("def f(a : Array Z) : Z = sum a\n", [[2 ** 62, 2 ** 62]])[0] == 2 ** 63
+    assert chad.run("def f(a : Array Z) : Z = sum a\n", [[]])[0] == 0
+    # cost 1 + c(a) + n, as sum on Array R
+    assert chad.run("def f(a : Array Z) : Z = sum a\n", [[1] * 7])[1] == 1 + 1 + 7
+    with pytest.raises(chad.TypeCheckError, match="Array R or Array Z"):
+        chad.load("def f(a : Array (R * R)) : R = sum a\n")

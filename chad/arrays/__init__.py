@@ -60,4 +60,5 @@ def register() -> None:
         linear=(LinearType(BagT, BagT.zero),),
         values=(CotangentValue(Bag, plus=lambda x, y: x.plus(y), phi=lambda x: x.phi(),
                                size=lambda x: x.size()),))
+    register_primitive(E.ISUM)
     register_primitive(E.SUM)

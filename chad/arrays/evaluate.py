@@ -26,12 +26,12 @@ from chad.errors import EvalError
 from chad.linear import zerov
 from chad.primitives import Primitive
 from chad.terms import Build, Fold, Index, Length, MapA, Var
-from chad.types import ArrayT, Int, R, Real
+from chad.types import ArrayT, Int, R, Real, Z
 from chad.values import make_array
 
 from .bag import BEMPTY, BArray, BOne, Leaf, Node, collect, dense_of, scatter, zeros
 from .nodes import (
-    BArrayT, BFillT, BOneT, Collect, FoldTree, Gather, GetA, Scatter,
+    BArrayT, BEmptyT, BFillT, BOneT, Collect, FoldTree, Gather, GetA, Scatter,
     SequenceScoped, UnTree, Unzip, Zeros,
 )
 
@@ -211,7 +211,15 @@ def _sum(a) -> float:
     return float(np.sum(np.asarray(a, dtype=np.float64)))
 
 
-SUM = Primitive("SUM", ArrayT(R), R, _sum, lambda p, d: BFillT(p, d),
+def _isum(a) -> int:
+    return sum(np.asarray(a, dtype=np.int64).tolist())  # Python ints: no wrap-around
+
+
+# prim ISUM : Array Z -> Z (sum on Array Z), cost 1 + arg + n; derivative: the zero bag.
+ISUM = Primitive("ISUM", ArrayT(Z), Z, _isum, lambda p, d: BEmptyT(),
+                 doc="sum of an Array Z (linear time)", extra_cost=len)
+
+SUM = Primitive("SUM", ArrayT(R), R, _sum, lambda p, d: BFillT(p, d), int_variant="ISUM",
                 doc="sum of an Array R (linear time)", extra_cost=len)
 
 

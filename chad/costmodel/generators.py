@@ -404,7 +404,7 @@ class _TypedTermGen:
             case Int():
                 forms += ["ibinop", "floor"]
                 if self.arrays:
-                    forms += ["length"]
+                    forms += ["length", "isum"]
             case ArrayT():
                 forms += ["map"] if self.arrays else []
         if ty == BOOL:
@@ -586,6 +586,10 @@ class _TypedTermGen:
         arr, _ = self.array_term(ctx, R, depth + 1)
         return Prim("SUM", arr, ty=R)
 
+    def k_isum(self, ctx, ty, depth, vis):
+        arr, _ = self.array_term(ctx, Z, depth + 1)
+        return Prim("ISUM", arr, ty=Z)
+
     def k_length(self, ctx, ty, depth, vis):
         elem = self.draw(types(0))
         arr, _ = self.array_term(ctx, elem, depth + 1)
@@ -723,7 +727,8 @@ _BIN = {"ADD": "+", "MUL": "*", "IADD": "+", "IMUL": "*", "DIV": "/", "LT": "<",
         "LE": "<=", "GT": ">", "GE": ">=", "EQ": "==", "ILT": "<", "ILE": "<=",
         "IGT": ">", "IGE": ">=", "IEQ": "==", "NE": "!=", "INE": "!="}
 _UN = {"SIN": "sin", "COS": "cos", "TANH": "tanh", "EXP": "exp", "LOG": "log",
-       "SQRT": "sqrt", "SIGN": "sign", "TOREAL": "toreal", "SUM": "sum", "FLOOR": "floor"}
+       "SQRT": "sqrt", "SIGN": "sign", "TOREAL": "toreal", "SUM": "sum", "FLOOR": "floor",
+       "ISUM": "sum"}
 
 
 def print_surface(program: Program) -> str:
