@@ -42,7 +42,7 @@ from .deep import run_deep
 from .errors import TypeCheckError
 from .primitives import PRIMITIVES
 from .terms import (
-    Ann, App, Build, Call, Case, Def, Fold, Fst, Index, Inl, Inr, Lam, Length, Let,
+    Ann, App, ArrayLit, Build, Call, Case, Def, Fold, Fst, Index, Inl, Inr, Lam, Length, Let,
     MapA, Pair, Prim, Program, Snd, Term, Unit, Var, free_vars,
 )
 from .types import ArrayT, Fun, Prod, R, Sum, Type, UNIT, Z
@@ -323,6 +323,8 @@ class _Checker:
                 return self.synth(t.fn) or (self.synth(t.arg) and self._synth_given_arg(t.fn))
             case Build():
                 return self.synth(t.body)
+            case ArrayLit():
+                return bool(t.elems) and self.synth(t.elems[0])
             case MapA():
                 return self.synth(t.arr) and self.synth(t.body)
             case Fold() | Index():
@@ -528,6 +530,24 @@ class _Checker:
         self.unbind(t.name, old)
         return attrs.evolve(t, size=size, body=body, ty=ArrayT(body.ty))
 
+    def _array_lit(self, t: ArrayLit, exp, ctx):
+        if exp is HOLE:
+            eb = HOLE
+        elif isinstance(exp, ArrayT):
+            eb = exp.elem
+        else:
+            raise self.shape_mismatch(t, exp, ctx, "an array (literal)")
+        if not t.elems:
+            if not _complete(eb):
+                raise self.error("the element type of [] is not known: write it, as in "
+                                 "([] : Array R)", t)
+            return attrs.evolve(t, ty=ArrayT(eb))
+        first = self.elab(t.elems[0], eb, Ctx("the first element of the array literal"))
+        rest = [self.elab(e, first.ty,
+                          Ctx(f"element {i} of the array literal (all elements have one type)"))
+                for i, e in enumerate(t.elems[1:], 1)]
+        return attrs.evolve(t, elems=(first, *rest), ty=ArrayT(first.ty))
+
     def _index(self, t: Index, exp, ctx):
         arr = self.elab(t.arr, ArrayT(exp),
                         _NeedCtx("indexing (!)", ArrayT, "an array", ctx, lambda a: a.elem, t))
@@ -625,6 +645,7 @@ _RULES = {
     Fst: _Checker._fst, Snd: _Checker._snd, Inl: _Checker._inj, Inr: _Checker._inj,
     Case: _Checker._case, Lam: _Checker._lam, App: _Checker._app, Call: _Checker._call,
     Ann: _Checker._ann, Build: _Checker._build, Index: _Checker._index,
+    ArrayLit: _Checker._array_lit,
     Fold: _Checker._fold, Length: _Checker._length, MapA: _Checker._mapa,
     Prim: _Checker._prim,
 }

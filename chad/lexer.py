@@ -35,7 +35,7 @@ KEYWORDS = frozenset({
     "def", "let", "in", "case", "of", "if", "then", "else", "true", "false",
     *PREFIX1, *PREFIX2,
 })
-SYMBOLS = ("->", "<=", ">=", "==", "!=", "(", ")", ",", ":", "=", "\\", "{", "}", "|",
+SYMBOLS = ("->", "<=", ">=", "==", "!=", "(", ")", "[", "]", ",", ":", "=", "\\", "{", "}", "|",
            "+", "-", "*", "/", "!", "<", ">")
 
 NAME, INT, REAL, KW, SYM, EOF = "name", "int", "real", "keyword", "symbol", "end"
@@ -60,8 +60,6 @@ _HINTS = {
     "'": "a name cannot start with a quote",
     '"': "the language has no strings",
     ";": "there are no statements; chain bindings with `let x = e in ...`",
-    "[": "there are no array literals; use build n (\\i -> e)",
-    "]": "there are no array literals; use build n (\\i -> e)",
     "%": "there is no remainder operator",
     "^": "there is no power operator; use exp (y * log x) or repeated *",
     ".": "there is no '.' operator; use fst / snd for pairs and a ! i for arrays",

@@ -32,7 +32,7 @@ from .deep import reliable_recursion_limit, run_deep
 from .errors import ParseError
 from .lexer import (EOF, INT, KW, NAME, PREFIX1, PREFIX2, REAL, SYM, Token, error_source,
                     tokenize)
-from .terms import (Ann, App, Build, Call, Case, Def, Fold, Fst, Index, Inl, Inr, Lam, Length,
+from .terms import (Ann, App, ArrayLit, Build, Call, Case, Def, Fold, Fst, Index, Inl, Inr, Lam, Length,
                     Let, Loc, MapA, Param, Pair, Prim, Program, Snd, Term, Unit, Var)
 from .types import BOOL, R, Z, UNIT, ArrayT, Fun, Prod, Sum, Type
 
@@ -400,7 +400,7 @@ class _Parser:
 
     def starts_atom(self) -> bool:
         t = self.tok
-        return (t.kind in (NAME, INT, REAL) or (t.kind == SYM and t.text == "(")
+        return (t.kind in (NAME, INT, REAL) or (t.kind == SYM and t.text in ("(", "["))
                 or (t.kind == KW and t.text in ("true", "false", "case")))
 
     def not_an_argument(self, what: str) -> None:
@@ -451,6 +451,8 @@ class _Parser:
                 return self.case_form()
         if k == SYM and t.text == "(":
             return self.parens()
+        if k == SYM and t.text == "[":
+            return self.array_literal()
         prev = self.toks[self.i - 1] if self.i > 0 else None
         what = "an expression"
         if prev is not None and prev.kind in (SYM, KW):
@@ -474,6 +476,23 @@ class _Parser:
             return tuple_term(parts, loc)
         self.expect(")", close)
         return a
+
+    def array_literal(self) -> Term:
+        """`[e1, ..., en]` (n >= 0)."""
+        open_ = self.advance()
+        loc = self.loc(open_)
+        close = f"']' to close the '[' at {open_.line}:{open_.col}"
+        elems = []
+        if not self.at("]"):
+            self.enter(1)
+            while True:
+                elems.append(self.expr())
+                if not self.at(","):
+                    break
+                self.advance()
+            self.depth -= 1
+        self.expect("]", close)
+        return ArrayLit(tuple(elems), loc=loc)
 
     def call(self, name_tok: Token) -> Term:
         self.advance()  # (

@@ -216,6 +216,17 @@ class SourcePrinter:
         self.emit(t.right, P_OPEN, ind + 2)
         self.w(")")
 
+    def p_ArrayLit(self, t, prec: int, ind: int) -> None:
+        if not t.elems:  # its type may not be known from where it is printed
+            self.w("[]" if t.ty is None else f"([] : {show_type(t.ty)})")
+            return
+        self.w("[")
+        for k, e in enumerate(t.elems):
+            if k:
+                self.w(", ")
+            self.emit(e, P_OPEN, ind + 2)
+        self.w("]")
+
     def p_Call(self, t: Call, prec: int, ind: int) -> None:
         self.w(t.name + "(")
         for k, a in enumerate(t.args):

@@ -6,7 +6,7 @@ Variables are *names* rather than de Bruijn indices; every binder in a generated
 (target) term uses a fresh name, so names never capture.
 
 Source forms:   Var Let Prim Unit Pair Fst Snd Inl Inr Case Lam App Call Ann
-                Build Index Fold Length MapA
+                Build Index Fold Length MapA ArrayLit
 Target forms:   the source forms, plus the EVM monad (PureEVM BindEVM ThenEVM
                 RunEVM AddEVM ScopeEVM) and the sparse linear operations (LUnit
                 LPair LFst LSnd LPairZero LInl LInr LCastL LCastR LSumZero).
@@ -418,6 +418,16 @@ class Fold(Term):
     name: str
     body: Term
     arr: Term
+    loc: Loc | None = _meta()
+    ty: Type | None = _meta()
+
+
+@node("elems")
+@frozen
+class ArrayLit(Term):
+    """`[e1, ..., en]`: an array of the values of its elements, in order."""
+
+    elems: tuple[Term, ...]
     loc: Loc | None = _meta()
     ty: Type | None = _meta()
 

@@ -34,6 +34,7 @@ SPEC = {
     T.Index: (("arr", "idx"), {}, ()),
     T.Fold: (("body", "arr"), {"body": ("name",)}, ()),
     T.Length: (("expr",), {}, ()),
+    T.ArrayLit: (("elems",), {}, ()),
     T.MapA: (("body", "arr"), {"body": ("name",)}, ()),
     T.PureEVM: (("expr",), {}, ()),
     T.BindEVM: (("m", "k"), {}, ()),

@@ -16,7 +16,7 @@ from __future__ import annotations
 from chad.extend import (
     CotangentValue, LinearType, TypeFormer, register_node, register_primitive, register_type,
 )
-from chad.terms import Build, Fold, Index, Length, MapA
+from chad.terms import ArrayLit, Build, Fold, Index, Length, MapA
 from chad.transform.common import D2
 from chad.types import ArrayT
 
@@ -36,6 +36,8 @@ def register() -> None:
     register_node(Build, compiled="eval", eval=E.eval_build, chad=X.chad_build, show=show.show_build)
     register_node(Index, compiled="eval", eval=E.eval_index, chad=X.chad_index, show=show.show_index)
     register_node(Length, compiled="eval", eval=E.eval_length, chad=X.chad_length, show=show.show_length)
+    register_node(ArrayLit, compiled="eval", eval=E.eval_array_lit, chad=X.chad_array_lit,
+                  show=show.show_array_lit)
     register_node(Fold, compiled="eval", eval=E.eval_fold, chad=X.chad_fold, show=show.show_fold)
     register_node(MapA, compiled="eval", eval=E.eval_map, chad=X.chad_map, show=show.show_map)
     # target-only forms (chad/arrays/nodes.py)

@@ -4,6 +4,7 @@ Registered by chad/arrays/__init__.py through chad/extend.py; the costs are
 documented in docs/cost-model.md, section "Arrays". Source forms (and their cost):
 
     build s (i. t)     1 + cost(s) + sum over i of cost(t[i])
+    [t1, ..., tn]      1 + cost(t1) + ... + cost(tn)
     t ! s              1 + cost(t) + cost(s)
     length t           1 + cost(t)
     fold (p. t) s      1 + cost(s) + sum over the n - 1 combines of cost(t)
@@ -25,7 +26,7 @@ import numpy as np
 from chad.errors import EvalError
 from chad.linear import zerov
 from chad.primitives import Primitive
-from chad.terms import Build, Fold, Index, Length, MapA, Var
+from chad.terms import ArrayLit, Build, Fold, Index, Length, MapA, Var
 from chad.types import ArrayT, Int, R, Real, Z
 from chad.values import make_array
 
@@ -147,6 +148,17 @@ def eval_index(ev, t: Index, env):
     if not 0 <= i < n:
         raise index_error(i, n, t.loc)
     return element(a, i), 1 + ca + ci
+
+
+def eval_array_lit(ev, t: ArrayLit, env):
+    """[e1, ..., en]: 1 + c(e1) + ... + c(en), elements left to right."""
+    items = []
+    cost = 1
+    for e in t.elems:
+        v, c = _eval(ev, e, env)
+        items.append(v)
+        cost += c
+    return array_of(t.ty, items), cost
 
 
 def eval_length(ev, t: Length, env):

@@ -22,6 +22,10 @@ def show_index(t, one):
     return f"{one(t.arr, _APP)} ! {one(t.idx, _ATOM)}", 1
 
 
+def show_array_lit(t, one):
+    return "[" + ", ".join(one(e) for e in t.elems) + "]", _ATOM
+
+
 def show_length(t, one):
     return f"length {one(t.expr, _ATOM)}", _APP
 

@@ -63,8 +63,9 @@ import attrs
 
 from chad.linear import L_UN
 from chad.terms import (
-    AddEVM, App, BindEVM, Build, Case, Fold, Fst, Index, Lam, Length, Let, LPairZero,
-    LUnit, MapA, Pair, PureEVM, Snd, Term, ThenEVM, Unit, Var, binders_of, rebuild,
+    AddEVM, App, ArrayLit, BindEVM, Build, Case, Fold, Fst, Index, Lam, Length, Let,
+    LPairZero, LUnit, MapA, Pair, Prim, PureEVM, Snd, Term, ThenEVM, Unit, Var, binders_of,
+    rebuild,
 )
 from chad.terms import free_vars as _free_vars
 from chad.transform.common import D2, zerot
@@ -88,6 +89,32 @@ def chad_index(self: Chad, t: Index) -> Term:
 
 def _bone(i: Term, d: Term) -> Term:
     return BOneT(i, d)
+
+
+def chad_array_lit(self: Chad, t: ArrayLit) -> Term:
+    """chad [e1, ..., en] = let r1 = chad e1 in ... let rn = chad en in
+        pair [fst r1, ..., fst rn] (lamwith [r1..rn] \\d ->
+          let ds = scatter (zeros n) (collect d) in
+          app (snd r1) (ds ! 0) >> ... >> app (snd rn) (ds ! (n - 1)))
+    (the backpropagator is `pure ()` when n = 0 or the elements' cotangent is ())."""
+    rs = [self.fresh("r") for _ in t.elems]
+    d, ds = self.fresh("d"), self.fresh("ds")
+    primal = ArrayLit(tuple(Fst(Var(r)) for r in rs), loc=t.loc)
+    lt = D2(t.ty.elem)
+    if not rs or lt == L_UN:
+        back = Lam(d, None, PureEVM(Unit()), ())
+    else:
+        def elem(k: int) -> Term:
+            return App(Snd(Var(rs[k])), Index(Var(ds), Prim("ILIT", Unit(), k)))
+        chain = elem(len(rs) - 1)
+        for k in range(len(rs) - 2, -1, -1):
+            chain = ThenEVM(elem(k), chain)
+        dense = Scatter(Zeros(Prim("ILIT", Unit(), len(rs)), lt), Collect(Var(d), lt), lt)
+        back = Lam(d, None, Let(ds, dense, chain), tuple(rs))
+    out: Term = Pair(primal, back)
+    for r, e in reversed(list(zip(rs, t.elems))):
+        out = Let(r, self(e), out)
+    return out
 
 
 def chad_length(self: Chad, t: Length) -> Term:

@@ -51,7 +51,7 @@ from chad.checker import check_program
 from chad.primitives import SIGN_T
 from chad.printer import print_program
 from chad.terms import (
-    Ann, App, Build, Call, Case, Def, Fold, Fst, Index, Inl, Inr, Lam, Length, Let,
+    Ann, App, ArrayLit, Build, Call, Case, Def, Fold, Fst, Index, Inl, Inr, Lam, Length, Let,
     MapA, Pair, Param, Prim, Program, Snd, Term, Unit, Var, map_children,
 )
 from chad.types import BOOL, UNIT, ArrayT, Fun, Int, Prod, R, Real, Sum, Type, UnitT, Z
@@ -551,8 +551,12 @@ class _TypedTermGen:
         if not leaf or not known:
             choices += ["build"]
         if not leaf:
-            choices += ["map"]
+            choices += ["map", "literal"]
         kind = self.pick((choices))
+        if kind == "literal":
+            n = 1 + self.draw(_index(3))
+            elems = tuple(self.term(ctx, elem, depth + 1) for _ in range(n))
+            return ArrayLit(elems, ty=aty), n
         if kind == "var":
             b = self.pick((known))
             return Var(b.name, ty=aty), b.length
@@ -794,6 +798,8 @@ def _expr(t: Term, ind: int) -> str:
             return f"(length {_expr(e, ind)})"
         case MapA(x, body, a):
             return f"(map (\\{x} -> {_expr(body, ind + 1)}) {_expr(a, ind)})"
+        case ArrayLit(elems):
+            return "[" + ", ".join(_expr(e, ind) for e in elems) + "]"
     raise TypeError(f"cannot print {type(t).__name__}")
 
 
