@@ -109,6 +109,18 @@ print(value, dx, ref == (value, (dx,)))
     assert float(dx) == 1.0
 
 
+@pytest.mark.parametrize("evm", ["map", "parallel"])
+def test_deep_action_trees_of_the_interface_runtimes_run_on_a_big_stack(evm):
+    """The map and parallel runtimes run their action trees recursively: a
+    compiled call that exceeds this thread's recursion limit runs again, the same
+    compiled code, on a big-stack thread (never on the interpreter)."""
+    from tests.test_deep import nested_lets
+
+    text = nested_lets(3000)
+    value, (dx,) = chad.grad(text, evm=evm)(2.0)
+    assert (value, dx) == (2.0 + 0.5 * 2999, 1.0)
+
+
 def test_a_runtime_error_is_the_interpreters_with_its_location():
     text = "def f(x : R, y : R) : R =\n  let z = x / y in\n  z * z\n"
     for backend_name in ("compiled", "interp"):

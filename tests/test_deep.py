@@ -43,7 +43,8 @@ def test_parse_check_print_evaluate(make):
 @pytest.mark.parametrize("make", [nested_lets, long_sum])
 def test_gradient_and_cost_of_deep_programs(make):
     prog = chad.load(make(N))
-    _, (dx,) = chad.grad(prog)(2.0)
+    # the interpreter's deep path; the compiled one: tests/test_compiled.py
+    _, (dx,) = chad.grad(prog, backend="interp")(2.0)
     assert dx == pytest.approx(1.0 if make is nested_lets else float(N))
     report = chad.cost(prog, [2.0])
     assert report.holds
