@@ -115,3 +115,20 @@ def near_sign_tie(body, env, defs=None, eps=1e-3) -> bool:
 
     Watch(defs).eval(body, dict(env))
     return any(abs(v) < eps for v in seen)
+
+
+def assert_gradient_matches_fd(chad, prog, args, rel=1e-6, abs=1e-6):
+    """chad.grad of the last def of prog at args (ctg 1.0, result R) against central
+    differences of its compiled primal."""
+    import pytest
+
+    d = prog.find(None)
+    f = chad.primal(prog)
+    fd = fd_gradient(lambda a: f(*a), d.params, list(args), 1.0, d.result)
+    assert fd, "not differentiable at these arguments"
+    _, grads = chad.grad(prog)(*args)
+    for (i, path), expected in fd.items():
+        got = grads[i]
+        for step in path:
+            got = got.value if step == "inj" else got[step]
+        assert got == pytest.approx(expected, rel=rel, abs=abs), (i, path)

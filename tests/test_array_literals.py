@@ -14,7 +14,7 @@ import chad
 from chad.costmodel import generators as G
 from chad.printer import print_program
 from chad.terms import ArrayLit, subterms
-from tests.fd import fd_gradient
+from tests.fd import assert_gradient_matches_fd
 
 NATURAL = """
 def f(a : R, b : R, c : R) : R =
@@ -37,13 +37,7 @@ def test_natural_equals_the_if_chain_workaround(backend, evm):
 
 
 def test_against_finite_differences():
-    prog = chad.load(NATURAL)
-    d = prog.find(None)
-    f = chad.primal(prog)
-    fd = fd_gradient(lambda a: f(*a), d.params, list(ARGS), 1.0, d.result)
-    _, grads = chad.grad(prog)(*ARGS)
-    for (i, _path), expected in fd.items():
-        assert grads[i] == pytest.approx(expected, rel=1e-6, abs=1e-6)
+    assert_gradient_matches_fd(chad, chad.load(NATURAL), ARGS)
 
 
 def test_nested_literals_pairs_and_the_empty_literal():

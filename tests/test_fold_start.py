@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 import chad
-from tests.fd import fd_gradient
+from tests.fd import assert_gradient_matches_fd
 
 NATURAL = """
 def f(a : Array R, x : R) : R =
@@ -43,16 +43,8 @@ def test_empty_array_gives_the_start_value_and_gradients():
 
 def test_against_finite_differences():
     prog = chad.load(NATURAL)
-    d = prog.find(None)
-    args = list(chad.api.decode_args(d, [[1.0, 5.0, 2.0], 3.0]).values())
-    f = chad.primal(prog)
-    fd = fd_gradient(lambda a: f(*a), d.params, args, 1.0, d.result)
-    _, grads = chad.grad(prog)(*args)
-    for (i, path), expected in fd.items():
-        got = grads[i]
-        for step in path:
-            got = got[step]
-        assert got == pytest.approx(expected, rel=1e-6, abs=1e-6)
+    args = list(chad.api.decode_args(prog.find(None), [[1.0, 5.0, 2.0], 3.0]).values())
+    assert_gradient_matches_fd(chad, prog, args)
 
 
 @pytest.mark.parametrize("n", [0, 1, 2, 5, 8])

@@ -10,7 +10,7 @@ import pytest
 import chad
 from chad.printer import print_program
 from chad.types import Prod, R
-from tests.fd import fd_gradient
+from tests.fd import assert_gradient_matches_fd
 
 NESTED = """
 def cross(a : R * (R * R), b : R * (R * R)) : R * (R * R) =
@@ -49,16 +49,7 @@ def test_the_natural_program_equals_the_workaround(backend):
 
 
 def test_gradient_against_finite_differences():
-    prog = chad.load(TRIPLES)
-    d = prog.find(None)
-    f = chad.primal(prog)
-    fd = fd_gradient(lambda a: f(*a), d.params, list(ARGS), 1.0, d.result)
-    _, grads = chad.grad(prog)(*ARGS)
-    for (i, path), expected in fd.items():
-        got = grads[i]
-        for step in path:
-            got = got[step]
-        assert got == pytest.approx(expected, rel=1e-6, abs=1e-6)
+    assert_gradient_matches_fd(chad, chad.load(TRIPLES), ARGS)
 
 
 def test_patterns_bind_in_order_and_shadow():

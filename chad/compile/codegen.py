@@ -430,13 +430,17 @@ class Gen:
                 del self.proj_log[pmark:]
         cells = self.fresh("cells")
         self.emit(f"{cells} = _e2c({env})")
+        r = self._execute_on(cells, t.m)
+        return f"({r}, _c2e({cells}))"
+
+    def _execute_on(self, cells, m) -> str:
+        """Execute the action m on `cells` (a list's name or LocalCells): its result."""
         saved = self.cells
         self.cells = cells
         try:
-            r = self.atom(self.execute(t.m))
+            return self.atom(self.execute(m))
         finally:
             self.cells = saved
-        return f"({r}, _c2e({cells}))"
 
     def _known_tuple(self, x: str):
         """The components of the nested tuple (c0, (c1, ... None)) held in x, if
@@ -459,12 +463,7 @@ class Gen:
             cells.real.append(part == "0.0")
             if part == "None":
                 cells.empty.add(name)
-        saved = self.cells
-        self.cells = cells
-        try:
-            r = self.atom(self.execute(t.m))
-        finally:
-            self.cells = saved
+        r = self._execute_on(cells, t.m)
         out = "None"
         for name in reversed(cells.names):
             out = self.atom(f"({name}, {out})")
