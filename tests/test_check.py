@@ -9,6 +9,7 @@ import re
 
 import pytest
 
+import chad
 from chad.api import cost
 from chad.cli import main
 from chad.costmodel.criterion import Constants, Measurement, ProgressBar, measure, run_check
@@ -117,7 +118,7 @@ def test_measure_agrees_with_chad_cost():
 def test_cli_efficient_reports_the_fitted_c(capsys):
     assert main(["check", "--transform", "efficient", "--programs", "40", "--seed", "1"]) == 0
     out = capsys.readouterr().out
-    assert re.search(r"smallest c covering every observation.*: c = \d+ +\(<= 34", out), out
+    assert re.search(r"the largest c seen over \d+ measured program.*: c = \d+ +\(<= 34; a lower bound", out), out
     assert "no violation" in out
 
 
@@ -206,3 +207,27 @@ def test_observation_arithmetic():
     assert o.needed_c == pytest.approx((300 - 5 - 2 - 12) / 10)
     assert not o.holds(Constants(20, 5, 4))
     assert Constants.parse("1,2,3") == Constants(1, 2, 3)
+
+
+def test_verdicts_per_fragment_say_what_covers_them(capsys):
+    """The largest c seen is reported per fragment, as a lower bound, next to the
+    constant it is held to; "proved" only for the efficient transform's first-order
+    fragment (the formalisation's), never for arrays, functions or other transforms."""
+    from chad.costmodel.criterion import fragment_of
+
+    assert fragment_of(chad.load("def f(x : R) : R = sin x * x\n")) == "first-order"
+    assert fragment_of(chad.load("def f(a : Array R) : R = sum a\n")) == "arrays"
+    assert fragment_of(chad.load("def f(x : R) : R = (\\(y : R) -> y) x\n")) == "functions"
+    assert main(["check", "--programs", "60", "--seed", "3", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    frags = {f["fragment"]: f for f in out["results"][0]["fragments"]}
+    assert set(frags) == {"first-order", "arrays", "functions"}
+    assert sum(f["programs"] for f in frags.values()) == len(out["results"][0]["observations"])
+    assert frags["first-order"]["covered_by"].startswith("proved")
+    assert frags["arrays"]["covered_by"].startswith("not proved")
+    assert frags["functions"]["covered_by"].startswith("not proved")
+    for f in frags.values():
+        assert 0 <= f["largest_c_seen"] <= 34 == f["held_to"]
+    main(["check", "--transform", "naive", "--seed", "2"])
+    text = capsys.readouterr().out
+    assert "first-order:" in text and "proved by" not in text

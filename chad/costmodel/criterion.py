@@ -31,11 +31,15 @@ import time
 import warnings
 from typing import Any, Callable, Sequence
 
+import attrs
 from attrs import define, field, frozen
 
 from chad import features
 from chad.errors import UsageError
-from chad.terms import App, Build, Def, Index, Lam, Param, Prim, Program, Unit, Var
+from chad.terms import (
+    App, ArrayLit, Build, Call, Def, Fold, Index, Lam, Length, MapA, Param, Prim, Program,
+    Unit, Var, subterms,
+)
 from chad.transform import registry
 from chad.types import UNIT, ArrayT, Fun, R, Z
 
@@ -54,8 +58,29 @@ def transform_names() -> tuple[str, ...]:
 
 
 def observe(case: GenCase, transform: str = "efficient", evm: str = "array") -> Measurement:
-    """Measure one generated case (`chad cost`'s numbers)."""
-    return measure(case.program, case.args, case.ctg, transform, evm)
+    """Measure one generated case (`chad cost`'s numbers), with its fragment."""
+    m = measure(case.program, case.args, case.ctg, transform, evm)
+    return attrs.evolve(m, fragment=fragment_of(case.program))
+
+
+FIRST_ORDER, ARRAYS, FUNCTIONS = "first-order", "arrays", "functions"
+_ARRAY_NODES = (Build, Index, Fold, Length, MapA, ArrayLit)
+_FUNCTION_NODES = (Lam, App, Call)
+
+
+def fragment_of(program) -> str:
+    """The fragment of the language a program is in: "first-order" (the
+    formalisation's language, whose constant 34 is proved), "arrays" (array
+    forms, no functions) or "functions" (lambdas, applications or def calls,
+    with or without arrays)."""
+    arrays = False
+    for d in program.defs:
+        for t in subterms(d.body):
+            if isinstance(t, _FUNCTION_NODES):
+                return FUNCTIONS
+            if isinstance(t, _ARRAY_NODES) or (type(t) is Prim and t.op in ("SUM", "ISUM")):
+                arrays = True
+    return ARRAYS if arrays else FIRST_ORDER
 
 
 # ----------------------------------------------------------------- counterexamples

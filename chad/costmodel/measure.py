@@ -124,6 +124,8 @@ class Measurement:
     value: Any = field(default=None, eq=False, repr=False)
     result: Any = field(default=None, eq=False, repr=False)
     work: int | None = field(default=None, eq=False, repr=False)
+    # which fragment of the language the program is in (criterion.fragment_of)
+    fragment: str | None = field(default=None, eq=False, repr=False)
 
     def bound(self, k: Constants = PROVED) -> int:
         return k.bound(self.primal_steps, self.ctg_size, self.params)
