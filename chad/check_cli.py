@@ -11,8 +11,11 @@ steps, size(ctg), |Γ|) are recorded and the TH2-form bound
 gradient <= c' + c*primal + size(ctg) + c''*|Γ| is checked (default 34, 5, 4).
 A violation is shrunk by hypothesis and printed in surface syntax, with its
 numbers and the `chad cost` line reproducing it; the exit code is then 1. z3's
-optimiser reports the smallest c covering every observation (c', c'' fixed) and
-the jointly minimised (c, c', c''), next to the proved 34.
+optimiser reports the smallest c covering every observation (c', c'' fixed): the
+largest c seen, a lower bound of the constant needed, in all and per fragment
+(first-order, arrays, functions) next to the constant each is held to and what
+covers it (the formalisation's proof: the efficient transform, first-order only);
+and the jointly minimised (c, c', c'').
 
 Families: the step counts at each n, their exact fits as functions of n, and z3's
 verdict on "exists (c, c') bounding the family for all n": bounded (sat, with the
