@@ -3,7 +3,11 @@
 Per file: killed / total (mutants that no selected test reaches are counted apart, as
 "no test"), then every surviving mutant with its diff and a reason. Reasons written by
 hand in the report (the line `reason: ...` under a mutant) are kept when the report is
-regenerated; a survivor without one is marked TODO.
+regenerated; a survivor without one is marked TODO. So is the hand-written section
+`## Coverage ...` (what was run, and when). A file with no result in mutants/ (not run in
+this mutants/ directory, e.g. a fresh worktree) keeps its row and its survivors from the
+previous report, marked "(earlier run)", so that a time-boxed run of some files does not
+erase the results of the others.
 """
 from __future__ import annotations
 
@@ -43,6 +47,32 @@ def old_reasons() -> dict[str, str]:
     return reasons
 
 
+def old_report():
+    """From the previous report: per file, its counts (files that were run), its counts in the
+    table of the score before the new tests, and its surviving mutants (name, status, diff,
+    reason); and the hand-written coverage section."""
+    counts, before, sections, coverage = {}, {}, defaultdict(list), []
+    if not REPORT.exists():
+        return counts, before, sections, coverage
+    text = REPORT.read_text()
+    row = re.compile(r"^\| (\S+\.py)(?: \(earlier run\))? \| (\d+) / (\d+) \([^)]*\) \| (\d+) \| (\d+) \| (\d+) \| (\d+) \|$")
+    for line in text.splitlines():
+        m = row.match(line)
+        if m:  # the first table, then the score before
+            f, killed, ran, surv, notests, timeout, notrun = m.group(1), *map(int, m.groups()[1:])
+            (before if f in counts else counts)[f] = Counter({"killed": killed - timeout, "timeout": timeout, "survived": surv,
+                                 "no tests": notests, "not checked": notrun})
+    sec = re.compile(r"^#### `([^`]+)`\n\n(\S[^\n]*) \(([^)\n]+)\)\n\n```diff\n(.*?)\n?```\nreason: ([^\n]*)$",
+                     re.M | re.S)
+    for m in sec.finditer(text):
+        name, status, f, diff, reason = m.groups()
+        sections[f].append((name, status, diff.strip(), reason))
+    m = re.search(r"^## Coverage.*?(?=^## )", text, re.M | re.S)
+    if m:
+        coverage = m.group(0).rstrip("\n").splitlines() + [""]
+    return counts, before, sections, coverage
+
+
 # Reasons that follow from the diff alone (checked by reading each such mutant once).
 AUTO_REASONS = [
     (re.compile(r"^\S*\.x_(rule|register)__mutmut_"),
@@ -65,8 +95,12 @@ def auto_reason(name: str, diff: str) -> str | None:
 
 
 def diff_of(name: str) -> str:
-    out = subprocess.run([sys.executable, "tools/mutmut_run.py", "show", name],
-                         capture_output=True, text=True).stdout
+    try:  # in this process (one `mutmut show` per mutant takes a second or two)
+        import mutmut.__main__ as mm
+        out = mm.get_diff_for_mutant(name, path=mm.find_mutant(name).path)
+    except Exception:
+        out = subprocess.run([sys.executable, "tools/mutmut_run.py", "show", name],
+                             capture_output=True, text=True).stdout
     lines = [l for l in out.splitlines() if l.startswith(("+", "-")) and not l.startswith(("+++", "---"))]
     return "\n".join(lines).strip()
 
@@ -105,9 +139,10 @@ def tally(root: Path, fallback: Path | None = None):
     return rows, survivors, totals
 
 
-def line(f, c):
+def line(f, c, label=""):
     if c is None or c["not checked"] == sum(c.values()):
         return f"| {f} | not run | | | | |"
+    f = f + label
     ran = sum(c.values()) - c["not checked"]
     killed = c["killed"] + c["timeout"] + c["segfault"] + c["suspicious"]
     score = f"{100 * killed / ran:.1f}%" if ran else "-"
@@ -126,6 +161,17 @@ def main() -> None:
     before = Path(args[args.index("--before") + 1]) if "--before" in args else None
     reasons = old_reasons()
     rows, survivors, totals = tally(Path("mutants"), before)
+    old_counts, old_before, old_sections, coverage = old_report()
+    labels = {}
+
+    def carry_over(rows, totals, old):
+        for i, (f, c) in enumerate(rows):
+            if (c is None or c["not checked"] == sum(c.values())) and f in old:
+                rows[i] = (f, old[f])
+                labels[f] = " (earlier run)"
+                totals.update(old[f])
+
+    carry_over(rows, totals, old_counts)
     out = [
         "# Mutation report (`make mutate`)",
         "",
@@ -134,26 +180,31 @@ def main() -> None:
         "and the kill command are in `[tool.mutmut]` of pyproject.toml and the `mutate` extra.",
         "",
         *HEADER,
-        *[line(f, c) for f, c in rows],
+        *[line(f, c, labels.get(f, "")) for f, c in rows],
         line("**total**", totals),
         "",
+        *coverage,
         "## Surviving mutants",
         "",
         "Survived, or reached by no test of the kill command (\"no tests\").",
         "",
     ]
+    new = defaultdict(list)
     for f, name, status in survivors:
         diff = diff_of(name)
-        reason = reasons.get(name) or auto_reason(name, diff) or "TODO"
-        out += [f"#### `{name}`", "", f"{status} ({f})", "", "```diff", diff, "```",
-                f"reason: {reason}", ""]
-    if not survivors:
+        new[f].append((name, status, diff, reasons.get(name) or auto_reason(name, diff) or "TODO"))
+    for f in FILES:
+        for name, status, diff, reason in (old_sections.get(f, []) if f in labels else new[f]):
+            out += [f"#### `{name}`", "", f"{status} ({f})", "", "```diff", diff, "```",
+                    f"reason: {reason}", ""]
+    if not survivors and not any(old_sections.get(f) for f in labels):
         out.append("None.")
     if before is not None:
         brows, bsurv, btotals = tally(before)
+        carry_over(brows, btotals, old_before)
         out += ["", "## Score before the tests/test_mutants_*.py tests", "",
                 "The same run with the test suite as it was (before the new tests):", "",
-                *HEADER, *[line(f, c) for f, c in brows], line("**total**", btotals), ""]
+                *HEADER, *[line(f, c, labels.get(f, "")) for f, c in brows], line("**total**", btotals), ""]
     REPORT.write_text("\n".join(out) + "\n")
     print(f"wrote {REPORT}: {len(survivors)} surviving mutants")
 
