@@ -45,13 +45,18 @@ def _prepare(simplify: bool):
     return _simplified if simplify else None
 
 
-def _simplified(term):
-    """simplify(term), once per term object (a def's body or derivative is
-    compiled for each runtime; the simplified term does not depend on it)."""
+def _simplify(term):
     from chad.simplify import simplify  # the simplifier layer
 
+    return simplify(term)
+
+
+def _simplified(term):
+    """simplify(term), once per term object: the bodies of the defs a term calls
+    (kept alive by the program and the derivative cache anyway) are compiled for
+    each runtime, and the simplified term does not depend on it."""
     def build():
-        return term, simplify(term)  # the term kept alive: its id stays its own
+        return term, _simplify(term)  # the term kept alive: its id stays its own
 
     return _lru(_terms, ("simplified", id(term)), build)[1]
 
@@ -135,7 +140,7 @@ def _term(key, build, simplify: bool, defs: dict | None = None):
             return t
         if defs:
             t = run_deep(inline, t, defs)
-        return run_deep(_simplified, t)
+        return run_deep(_simplify, t)  # cached under key: t itself need not be kept
 
     return _lru(_terms, key, make)
 

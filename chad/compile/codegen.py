@@ -77,6 +77,20 @@ class LocalCells:
         # since they were made; forgotten at a branch)
         self.empty: set[str] = set()
 
+    def push(self, gen: "Gen", init: str) -> str:
+        """A new cell (the next level) holding the atom init: its local."""
+        name = gen.fresh("g")
+        gen.emit(f"{name} = {init}")
+        self.names.append(name)
+        self.real.append(init == "0.0")
+        if init == "None":
+            self.empty.add(name)
+        return name
+
+    def pop(self) -> None:
+        self.names.pop()
+        self.real.pop()
+
 
 class Block:
     """The lines of one top-level function."""
@@ -457,12 +471,7 @@ class Gen:
     def _run_in_locals(self, t: RunEVM, parts: list[str]) -> str:
         cells = LocalCells()
         for part in parts:
-            name = self.fresh("g")
-            self.emit(f"{name} = {part}")
-            cells.names.append(name)
-            cells.real.append(part == "0.0")
-            if part == "None":
-                cells.empty.add(name)
+            cells.push(self, part)
         r = self._execute_on(cells, t.m)
         out = "None"
         for name in reversed(cells.names):
@@ -541,17 +550,11 @@ class Gen:
         if cls is ScopeEVM:
             i = self.atom(self.value(t.init))
             if type(cells) is LocalCells:
-                g = self.fresh("g")
-                self.emit(f"{g} = {i}")
-                cells.names.append(g)
-                cells.real.append(i == "0.0")
-                if i == "None":
-                    cells.empty.add(g)
+                g = cells.push(self, i)
                 try:
                     r = self.atom(self.execute(t.m))
                 finally:
-                    cells.names.pop()
-                    cells.real.pop()
+                    cells.pop()
                 return self._pair(g, r)  # g is not assigned again: its scope has ended
             self.emit(f"{cells}.append({i})")
             r = self.atom(self.execute(t.m))
