@@ -167,9 +167,9 @@ register(Primitive("DIV", RR, R, _div,
 register(Primitive("EXP", R, R, _exp, lambda p, d: scale(d, prim("EXP", p))))
 register(Primitive("LOG", R, R, _log, lambda p, d: scale(d, prim("DIV", lit(1.0), p))))
 register(Primitive("SIN", R, R, math.sin, lambda p, d: scale(d, prim("COS", p)),
-                   inline="_math.sin({0})"))
+                   inline="_sin({0})"))
 register(Primitive("COS", R, R, math.cos, lambda p, d: scale(d, prim("NEG", prim("SIN", p))),
-                   inline="_math.cos({0})"))
+                   inline="_cos({0})"))
 register(Primitive("TANH", R, R, math.tanh,
                    lambda p, d: scale(d, prim("ADD", lit(1.0), prim("NEG", prim(
                        "MUL", prim("TANH", p), prim("TANH", p)))))))

@@ -26,7 +26,7 @@ from collections import OrderedDict
 from chad.deep import run_deep
 from chad.errors import ChadError, UsageError
 from chad.runtime.registry import make_evm
-from chad.terms import Def, Fst, Let, Pair, Program, Var
+from chad.terms import Call, Def, Fst, Let, Pair, Program, Var, subterms
 from chad.transform.registry import CTG, get_transform
 
 from .codegen import CompileError, Gen
@@ -160,7 +160,12 @@ def _key(prog: Program, d: Def, *rest):
     return (id(prog), d.name) + rest
 
 
-def _defs(prog: Program) -> dict:
+def _defs(prog: Program) -> dict | None:
+    """The defs a derivative may call (for inlining), or None when no def calls
+    another: then no term of the program's derivatives has a call to inline, and
+    the pass over the (large) target term is skipped."""
+    if not any(type(n) is Call for d in prog.defs for n in subterms(d.body)):
+        return None
     return {d.name: d for d in prog.defs}
 
 

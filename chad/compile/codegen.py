@@ -48,6 +48,7 @@ from chad.terms import (
 from chad.values import Inj, cells_to_env_tuple, env_tuple_to_cells
 
 from . import support
+from .registers import reuse_locals
 
 _ATOM = re.compile(r"^(?:[A-Za-z_][A-Za-z0-9_]*|-?[0-9][0-9.e+-]*)$")
 _EVM_NODES = (PureEVM, BindEVM, ThenEVM, AddEVM, ScopeEVM)
@@ -109,7 +110,7 @@ class Gen:
         self.inline = inline
         self.prepare = prepare or (lambda t: t)
         self.ns: dict = {
-            "_math": math, "_Inj": Inj, "_padd": support.padd, "_zerov": zerov,
+            "_math": math, "_sin": math.sin, "_cos": math.cos, "_Inj": Inj, "_padd": support.padd, "_zerov": zerov,
             "_e2c": env_tuple_to_cells, "_c2e": cells_to_env_tuple,
             "_run_rule": support.run_rule, "_partial": functools.partial,
             "_kwrap": support.kwrap,
@@ -164,7 +165,9 @@ class Gen:
         return name
 
     def source(self) -> str:
-        return "\n\n".join("\n".join(b.lines) for b in self.blocks) + "\n"
+        """The module's source: each function with its dead pure assignments
+        dropped and its locals reused (registers.py)."""
+        return "\n\n".join("\n".join(reuse_locals(b.lines)) for b in self.blocks) + "\n"
 
     # ------------------------------------------------------------ functions
     def function(self, params: list[str], body, stem: str = "f", prepared: bool = False) -> str:
