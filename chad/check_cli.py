@@ -3,12 +3,13 @@ program families (docs/complexity-checker.md; docs/complexity-checker.md).
 
     chad check [--transform T[,T...]] [--evm E] [--programs N] [--max-depth D]
                [--seed S] [--constants c,c',c''] [--features auto|first-order|all|...]
-               [--json] [--plot FILE.png]
+               [--shape mixed|random|chains] [--stats] [--json] [--plot FILE.png]
     chad check --family NAME [--transform T[,T...]] [--evm E] [--json] [--plot FILE.png]
 
 Generated programs: for each program the four numbers (primal steps, gradient
 steps, size(ctg), |Γ|) are recorded and the TH2-form bound
-gradient <= c' + c*primal + size(ctg) + c''*|Γ| is checked (default 34, 5, 4).
+gradient <= c' + c*primal + size(ctg) + c''*|Γ| is checked (default: TH2's 34, 5, 4,
+from chad/proofs/statements.py).
 A violation is shrunk by hypothesis and printed in surface syntax, with its
 numbers and the `chad cost` line reproducing it; the exit code is then 1. z3's
 optimiser reports the smallest c covering every observation (c', c'' fixed): the
@@ -31,14 +32,17 @@ from chad.costmodel.criterion import (
     ARRAYS, FIRST_ORDER, FUNCTIONS, Constants, ProgressBar, run_check, transform_features,
     transform_names,
 )
+from chad.costmodel.coverage import FEATURES, coverage
 from chad.costmodel.families import FAMILIES, study
 from chad.costmodel.fit import joint_fit, smallest_c
+from chad.costmodel.measure import C_CONST, C_PARAMS, C_PRIMAL
 
 from .errors import UsageError
 from .values import dumps
 
 DEFAULT_PROGRAMS = 200
 DEFAULT_DEPTH = 5
+_DEFAULT_CONSTANTS = f"{C_PRIMAL},{C_CONST},{C_PARAMS}"
 
 
 def add_check_parser(sub) -> None:
@@ -58,14 +62,18 @@ def add_check_parser(sub) -> None:
                     help=f"maximum depth of a generated body (default {DEFAULT_DEPTH})")
     sp.add_argument("--seed", type=int, default=0, metavar="S",
                     help="seed of the generator; the run is deterministic given it (default 0)")
-    sp.add_argument("--constants", default="34,5,4", metavar="c,c1,c2",
-                    help="the bound's c, c' and c'' (default 34,5,4: the formalisation's)")
+    sp.add_argument("--constants", default=_DEFAULT_CONSTANTS, metavar="c,c1,c2",
+                    help=f"the bound's c, c' and c'' (default {_DEFAULT_CONSTANTS}: the "
+                         f"formalisation's TH2)")
     sp.add_argument("--features", default="auto",
                     help="language of the generated programs: auto (everything the transform "
                          "supports), first-order, or a comma list of arrays,functions")
-    sp.add_argument("--shape", default="random", choices=("random", "chains", "mixed"),
-                    help="random programs (default), chains (one construct nested up to 16 "
-                         "times: the per-construct constants), or a mix")
+    sp.add_argument("--shape", default="mixed", choices=("random", "chains", "mixed"),
+                    help="random programs, chains (one construct nested up to 16 times: the "
+                         "per-construct constants), or a mix of both, half and half (default)")
+    sp.add_argument("--stats", action="store_true",
+                    help="also print the coverage of the run: per feature of the language, "
+                         "how many programs contain it and how many exercise it at run time")
     sp.add_argument("--family", metavar="NAME",
                     help="check a program family instead: op_fst, t_magic, nested_lambdas, "
                          "build_index, nested_maps")
@@ -178,12 +186,16 @@ def _check_programs(args, transforms, constants) -> int:
                                    else r.counterexample.as_json(path))
             d["observations"] = [o.as_row() for o in r.observations]
             d["fragments"] = _fragments(r.observations, constants, r.transform)
+            if args.stats:
+                d["coverage"] = coverage(r.cases).as_json()
             out.append(d)
         print(dumps({"holds": all(r.holds for r, *_ in results), "results": out,
                           "plot": args.plot}))
     else:
         for r, fit, joint, path in results:
             reports.append(_report(args, r, fit, joint, path, constants))
+            if args.stats:
+                reports[-1] += "\n" + _coverage_table(coverage(r.cases))
         print("\n\n".join(reports))
         if args.plot:
             print(f"\nplot written to {args.plot}")
@@ -193,8 +205,9 @@ def _check_programs(args, transforms, constants) -> int:
 def _report(args, r, fit, joint, path, constants) -> str:
     feats = ", ".join(f"{k} {'on' if v else 'off'}" for k, v in r.features.items())
     obs = r.observations
-    shape = ("max depth " + str(r.max_depth)) if args.shape == "random" else \
-        f"{args.shape} programs"
+    shape = {"random": f"random programs of max depth {r.max_depth}",
+             "chains": "chain programs",
+             "mixed": f"random programs of max depth {r.max_depth} and chains, mixed"}[args.shape]
     lines = [f"chad check: {r.transform} transform, {r.evm} EVM, seed {r.seed}, "
              f"{shape} ({feats})"]
     if obs:
@@ -256,6 +269,18 @@ def _fragment_lines(obs, constants, transform: str) -> list[str]:
         out.append(f"    {f['fragment']}: {f['programs']} program(s), largest c seen "
                    f"{f['largest_c_seen']} ({rel} {f['held_to']}; {f['covered_by']})")
     return out
+
+
+def _coverage_table(cov) -> str:
+    """`--stats`: per feature, the programs containing it and those exercising it."""
+    n = max(cov.programs, 1)
+    lines = [f"  coverage of the {cov.programs} program(s) generated (contained / exercised "
+             f"at run time; chad/costmodel/coverage.py):"]
+    width = max(len(f.name) for f in FEATURES)
+    for f, c, e in cov.rows():
+        lines.append(f"    {f.name:<{width}}  {f.fragment:<11}  {c:>5} ({100 * c / n:5.1f}%)  "
+                     f"{e:>5} ({100 * e / n:5.1f}%)" + (f"   {f.doc}" if f.doc else ""))
+    return "\n".join(lines)
 
 
 def _plot_programs(path, results, constants) -> None:

@@ -26,6 +26,7 @@ import sys
 from . import features
 from .api import BACKENDS, UNSET, cost, load, run, vjp
 from .compile import backend as compiled
+from .costmodel.measure import C_CONST, C_PARAMS, C_PRIMAL
 from .check_cli import add_check_parser, cmd_check
 from .cotangents import dense_to_json
 from .deep import run_deep
@@ -128,7 +129,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="generate code from the unsimplified derivative")
     common(command("cost", "step counts and the TH2 bound",
                    "Count the steps of the primal and of the gradient and check the bound "
-                   "5 + 34*primal + size(ctg) + 4*|params| (exit 1 when it fails)."),
+                   f"{C_CONST} + {C_PRIMAL}*primal + size(ctg) + {C_PARAMS}*|params| "
+                   "(exit 1 when it fails)."),
            ctg=True, evm=True, transform=True)
     add_check_parser(sub)
     return p
@@ -282,7 +284,8 @@ def cmd_cost(args) -> int:
         print(f"gradient_steps: {r.gradient_steps}")
         print(f"ctg_size: {r.ctg_size}")
         print(f"params: {r.params}")
-        print(f"bound: {r.bound}  (= 5 + 34*{r.primal_steps} + {r.ctg_size} + 4*{r.params})")
+        print(f"bound: {r.bound}  (= {C_CONST} + {C_PRIMAL}*{r.primal_steps} + {r.ctg_size} "
+              f"+ {C_PARAMS}*{r.params})")
         print(f"holds: {'yes' if r.holds else 'NO'}")
     return 0 if r.holds else 1
 

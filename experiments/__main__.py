@@ -29,6 +29,10 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from chad.proofs.statements import TH2_C, TH2_C1, TH2_C2  # noqa: E402
+
+K_TEXT = f"{TH2_C}/{TH2_C1}/{TH2_C2}"  # TH2's c/c'/c''
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 COLORS = {"efficient": "tab:blue", "naive": "tab:orange", "naive-ho": "tab:red"}
 
@@ -54,7 +58,7 @@ def families(out: str, quick: bool = False) -> str:
         results = [study(fam, t) for t in fam.transforms]
         md += [f"## {fam.name}", "", f"`{fam.description}` — {fam.reference}", ""]
         header = ["n", "primal"] + [f"gradient ({r.transform})" for r in results] + \
-                 ["bound (34/5/4)"]
+                 [f"bound ({K_TEXT})"]
         rows = []
         for i, n in enumerate(results[0].ns):
             o0 = results[0].points[i]
@@ -96,7 +100,7 @@ def _plot_family(path, fam, results) -> None:
         ax.plot(ns, [o.gradient_steps for o in r.points], "o-", color=col,
                 label=f"gradient, {r.transform} ({r.status})")
     ax.plot(ns, [o.bound(results[0].constants) for o in results[0].points], "k--",
-            label="bound 5 + 34·primal + size + 4·|Γ|")
+            label=f"bound {TH2_C1} + {TH2_C}·primal + size + {TH2_C2}·|Γ|")
     ax.plot(ns, [o.primal_steps for o in results[0].points], "k.:", label="primal")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
@@ -198,8 +202,9 @@ def ratios(out: str, quick: bool = False, seed: int = 0) -> str:
     ]
     md = ["# (c) Gradient/primal step ratios over generated programs", "",
           f"{n} programs per fragment (`chad check`'s generator, seed {seed}), each measured "
-          "under every transform that applies. `c needed` is (gradient - 5 - size(ctg) - "
-          "4|Γ|) / primal, the constant the program needs with c' = 5, c'' = 4; z3's "
+          f"under every transform that applies. `c needed` is (gradient - {TH2_C1} - size(ctg) - "
+          f"{TH2_C2}|Γ|) / primal, the constant the program needs with c' = {TH2_C1}, "
+          f"c'' = {TH2_C2}; z3's "
           "smallest c is its maximum, rounded up. `chains` are `chad check --shape chains` "
           "programs (one construct nested up to 16 times, every feature on), sampled "
           "without targeting.", ""]
@@ -218,7 +223,7 @@ def ratios(out: str, quick: bool = False, seed: int = 0) -> str:
             rows.append([frag, t, len(os_), f"{r[0]:.1f}", f"{_q(r, .5):.1f}", f"{_q(r, .9):.1f}",
                          f"{r[-1]:.1f}", f"{_q(need, .5):.1f}", f"{need[-1]:.1f}", fit.c, viol])
     md += [_table(["fragment", "transform", "programs", "ratio min", "median", "p90", "max",
-                   "c needed (median)", "c needed (max)", "z3 smallest c", "violations of 34/5/4"],
+                   "c needed (median)", "c needed (max)", "z3 smallest c", f"violations of {K_TEXT}"],
                   rows), ""]
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
     needs = [o.needed_c for os_ in all_obs.values() for o in os_]
@@ -233,8 +238,8 @@ def ratios(out: str, quick: bool = False, seed: int = 0) -> str:
     axes[0].set_xlabel("gradient steps / primal steps")
     axes[0].set_ylabel("programs")
     axes[0].set_xscale("log")
-    axes[1].axvline(34, color="k", linewidth=1, label="c = 34 (proved)")
-    axes[1].set_xlabel("c needed (c' = 5, c'' = 4)")
+    axes[1].axvline(TH2_C, color="k", linewidth=1, label=f"c = {TH2_C} (proved)")
+    axes[1].set_xlabel(f"c needed (c' = {TH2_C1}, c'' = {TH2_C2})")
     axes[1].set_yscale("log")
     for ax in axes:
         ax.legend(fontsize=7)

@@ -318,5 +318,5 @@ def test_show_notation_of_the_array_derivatives(capsys):
         assert word in out
     assert cli_main(["show", str(EXAMPLES / "sumsq.chad")]) == 0
     out = capsys.readouterr().out
-    for word in ("foldTree", "unTree", "getA", "map"):
+    for word in ("foldTree", "unTree", "getA", "unzipMap", "scatterBag"):
         assert word in out

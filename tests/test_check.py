@@ -171,36 +171,6 @@ def test_progress_bar_only_on_a_terminal():
     assert "10/10" in loud.getvalue() and "#" in loud.getvalue()
 
 
-def test_th2_left_side_decomposes_as_the_obligation_assumes():
-    """TH2's left side = crun + ccall + cmonad + (zero-env cost) + 4, the
-    hypothesis of chad/proofs/obligations.py::th2_from_th1_obligation."""
-    from hypothesis import HealthCheck, Phase, given, settings
-
-    from chad.api import make_evm
-    from chad.transform.common import zero_env_term
-    from chad.transform.efficient import chad_def
-    from chad.costmodel.evaluate import Evaluator, env_tuple_to_cells
-    from chad.costmodel.generators import programs
-
-    @settings(max_examples=60, database=None, deadline=None, phases=[Phase.generate],
-              suppress_health_check=list(HealthCheck))
-    @given(programs(max_depth=4))
-    def run(case):
-        d = case.defn
-        env = {p.name: a for p, a in zip(d.params, case.args)}
-        total = measure(case.program, case.args, case.ctg).gradient_steps
-        evm = make_evm("spec")
-        ev = Evaluator(evm=evm)
-        (_, bp), crun = ev.eval(chad_def(d), dict(env))
-        action, ccall = ev.apply(bp, case.ctg)
-        zero, zc = Evaluator().eval(zero_env_term([p.ty for p in d.params]), {})
-        _, _, cmonad = evm.run(action, env_tuple_to_cells(zero))
-        assert total == crun + ccall + cmonad + zc + 4
-        assert zc <= 1 + 3 * len(d.params)  # Z = 1 + sum (1 + z_i), z_i <= 2
-
-    run()
-
-
 def test_observation_arithmetic():
     o = Measurement(10, 300, 2, 3)
     assert o.bound() == 5 + 340 + 2 + 12 and o.holds()

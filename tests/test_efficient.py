@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from chad.api import cost, grad, make_evm
 from chad.linear import phi, size
+from chad.proofs.statements import TH1_C, TH2_C, TH2_C1, TH2_C2
 from chad.terms import Def, Pair, Param, Prim, Program, Var
 from chad.transform.efficient import chad_def, gradient_term
 from chad.transform.registry import CTG
@@ -78,13 +79,15 @@ def test_every_evm_gives_the_same_gradient_and_steps(case):
 @given(programs(max_depth=4))
 def test_th2_holds(case):
     r = cost(case.program, list(case.args), case.ctg)
-    assert r.gradient_steps <= 5 + 34 * r.primal_steps + size(case.ctg) + 4 * len(case.defn.params)
+    assert r.gradient_steps <= (TH2_C1 + TH2_C * r.primal_steps + size(case.ctg)
+                                + TH2_C2 * len(case.defn.params))
 
 
 @SETTINGS
 @given(programs(max_depth=4), st.data())
 def test_th1_holds_with_potential(case, data):
-    """TH1: crun + ccall + cmonad - φ(ctg) - φ'(denvin) + φ'(denvout) - |Γ| <= 34 cost(t),
+    """TH1: crun + ccall + cmonad - φ(ctg) - φ'(denvin) + φ'(denvout) - |Γ| <= 34 cost(t)
+    (34: TH1_C of chad/proofs/statements.py),
     for an arbitrary (sparse) incoming environment cotangent denvin."""
     d = case.defn
     env = {p.name: a for p, a in zip(d.params, case.args)}
@@ -97,7 +100,7 @@ def test_th1_holds_with_potential(case, data):
     _, denvout, cmonad = evm.run(action, list(denvin))
     lhs = (crun + ccall + cmonad - phi(case.ctg) - sum(map(phi, denvin))
            + sum(map(phi, denvout)) - len(d.params))
-    assert lhs <= 34 * primal_cost
+    assert lhs <= TH1_C * primal_cost
 
 
 @SETTINGS

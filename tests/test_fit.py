@@ -1,5 +1,5 @@
 """z3 fitting (chad/costmodel/fit.py, chad/proofs/obligations.py): smallest constants over
-observations, exact closed forms, family verdicts, TH2 from TH1."""
+observations, exact closed forms, family verdicts (TH2 from TH1: tests/test_obligations.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ from chad.costmodel.criterion import Measurement
 from chad.costmodel.fit import (
     ClosedForm, FitError, decide_family, fit_exact, joint_fit, smallest_c,
 )
-from chad.proofs.obligations import prove, th2_from_th1_obligation
 
 ROWS = [(1, 30, 1, 1), (5, 120, 3, 2), (10, 190, 1, 1), (3, 110, 2, 4), (40, 700, 9, 3)]
 
@@ -105,9 +104,3 @@ def test_decide_refuted_exponential_by_binomial_lower_bound():
 def test_decide_bounded_exponential_on_both_sides():
     v = decide_family(_cf(p2=1), _cf(p2=3, one=5), _cf(one=1), _cf(one=1), n0=1)
     assert v.status == "bounded"
-
-
-def test_th2_follows_from_th1_with_5_and_4_not_with_smaller():
-    assert prove(*th2_from_th1_obligation()) == "proved"
-    assert prove(*th2_from_th1_obligation(c1=4)).startswith("refuted")
-    assert prove(*th2_from_th1_obligation(c2=3)).startswith("refuted")

@@ -47,9 +47,10 @@ How the expansions are written
 * Primitives with no expansion (collect, scatter, the per-combine work of
   foldTree) are checked against their documented formulas on several sizes.
   Nodes with an expansion whose cost the docs define as a primitive's (gather,
-  unzip, BFill, zeros, foldTree) are checked three ways: values against the
-  expansion, cost against the documented formula, and the exact difference
-  from the expansion's cost (see the table in docs/cost-model.md, "Arrays").
+  unzip, unzipMap, scatterBag, BFill, zeros, foldTree) are checked three ways:
+  values against the expansion, cost against the documented formula, and the
+  exact difference from the expansion's cost (see the table in
+  docs/cost-model.md, "Arrays").
 
 Covered: node, the expansion compared against, and c(expansion) - c(node) when
 built. For the unrolled nodes, c(node) here leaves out the node's own 1 and its
@@ -67,6 +68,8 @@ operands, which it evaluates once. For runs the difference is 0 unless noted.
                      \res -> A(l, lfst (fst res)) >> A(r, lsnd (fst res))         + 1 per non-root
   Gather a ix        build (length ix) (i. a ! (ix ! i))                          4 m
   Unzip a            (build (length a) (i. fst (a ! i)), .. snd ..)               5 + 7 n
+  UnzipMap (x. b) a  let m = map (x. b) a in unzip m                              3
+  ScatterBag a d     scatter (zeros (length a)) (collect d)                       3
   BFillT a d         BArray (build (length a) (i. d))                             1
   Zeros s            build s (i. the zero term)                                   0; n on R
   Collect, Scatter   none (primitives): their documented formulas
@@ -103,14 +106,14 @@ from chad.errors import EvalError  # noqa: E402
 from chad.linear import L_R, L_UN, LPairT, LSumT  # noqa: E402
 from chad.terms import (  # noqa: E402
     AddEVM, App, BindEVM, Build, Case, Fold, Fst, Index, Inl, Lam, LCastL, Length, Let,
-    LFst, LInl, LInr, LPair, LPairZero, LSnd, LSumZero, LUnit, Pair, Prim, PureEVM, ScopeEVM,
-    Snd, ThenEVM, Unit, Var, free_vars, map_children, subterms,
+    LFst, LInl, LInr, LPair, LPairZero, LSnd, LSumZero, LUnit, MapA, Pair, Prim, PureEVM,
+    ScopeEVM, Snd, ThenEVM, Unit, Var, free_vars, map_children, subterms,
 )
 from chad.types import ArrayT, R, Z  # noqa: E402
 from chad.arrays.bag import BagT  # noqa: E402
 from chad.arrays.nodes import (  # noqa: E402
-    BArrayT, BEmptyT, BFillT, BOneT, Collect, FoldTree, Gather, GetA, Scatter, SequenceScoped,
-    UnTree, Unzip, Zeros,
+    BArrayT, BEmptyT, BFillT, BOneT, Collect, FoldTree, Gather, GetA, Scatter, ScatterBag,
+    SequenceScoped, UnTree, Unzip, UnzipMap, Zeros,
 )
 from chad.functions.terms import (  # noqa: E402
     CApp, ClosedApp, ClosedLam, EnvOneT, EnvScatter, LCastPack, LFunZero, LogFold, LogOneT,
@@ -624,6 +627,78 @@ def test_unzip(evm, first, n):
     assert xc - fc == 5 + 7 * n
 
 
+# name: (the mapped array, the body (x. a CHAD'd element: a pair), elem)
+UNZIP_MAP_CASES = {
+    # (2x, \d -> add cell 0 (d * x)): the derivative's shape, closures as seconds
+    "reals, closures": (lambda n: np.arange(0.5, n + 0.5),
+                        Pair(mul(Var("x"), lit(2.0)),
+                             lam("d", add(0, mul(Var("d"), Var("x"))), "x")), R),
+    "ints to an Array Z": (lambda n: np.arange(n, dtype=np.int64),
+                           Pair(Prim("IMUL", Pair(Var("x"), Var("x"))), Pair(Var("x"), Unit())),
+                           Z),
+    "pairs, no element type": (lambda n: tuple((float(i), (i, -i)) for i in range(n)),
+                               Pair(Snd(Var("x")), Fst(Var("x"))), None),
+}
+
+
+@pytest.mark.parametrize("n", [0, 1, 3, 8])
+@pytest.mark.parametrize("case", list(UNZIP_MAP_CASES))
+def test_unzip_map(evm, case, n):
+    """unzipMap (x. b) a = let m = map (x. b) a in unzip m (chad/arrays/nodes.py,
+    the forward pass of map): the same pair of arrays (the first as numpy when
+    the element type is given; the backpropagators the same closures: running
+    each on the same cotangent gives the same cells and costs). Cost (a
+    primitive's): 1 + c(a) + Σ c(b) + n, the map's body costs and the unzip's n;
+    the expansion costs exactly 3 more, the steps of the intermediate array of
+    pairs it removes: the let, the read of m, and the head of unzip (map and
+    unzip become one node)."""
+    make, body, elem = UNZIP_MAP_CASES[case]
+    a = make(n)
+    env = {"a": a}
+    fused = UnzipMap("x", body, Var("a"), elem)
+    expansion = Let("m", MapA("x", body, Var("a")), Unzip(Var("m"), elem))
+    (f1, f2), fc = ev(evm, fused, env)
+    (x1, x2), xc = ev(evm, expansion, env)
+    assert same_array(f1, x1)
+    if elem is not None:
+        assert isinstance(f1, np.ndarray) and f1.dtype == x1.dtype and len(f1) == n
+    assert len(f2) == len(x2) == n
+    if case == "reals, closures":
+        for f, g in zip(f2, x2):
+            acts = [ev(evm, App(Var("f"), lit(1.5)), {"f": h}) for h in (f, g)]
+            assert acts[0][1] == acts[1][1]
+            assert run(evm, acts[0][0], [0.0]) == run(evm, acts[1][0], [0.0])
+    else:
+        assert tuple(f2) == tuple(x2)
+    bodies = sum(ev(evm, body, {"x": a[i]})[1] for i in range(n))
+    assert fc == 1 + 1 + bodies + n
+    assert xc - fc == 3
+
+
+@pytest.mark.parametrize("case", ["an index out of range", "an Array Z element outside int64"])
+def test_unzip_map_raises_the_expansions_error(evm, case):
+    """The same error as `let m = map .. in unzip m`, from the same element: the
+    body's errors in element order, then (Array Z) the first element outside
+    int64, once every element has been evaluated."""
+    if case == "an index out of range":
+        env = {"a": np.array([1, 0, 5, 7], dtype=np.int64), "xs": np.array([1.0, 2.0])}
+        body, elem = Pair(Index(Var("xs"), Var("x")), Unit()), R
+        want = "index 5 out of range for an array of length 2"
+    else:
+        big = 2 ** 40
+        env = {"a": np.array([3, big, 2 * big], dtype=np.int64)}
+        body, elem = Pair(Prim("IMUL", Pair(Var("x"), Var("x"))), Unit()), Z
+        want = f"outside the 64-bit range -2**63 .. 2**63-1: {big * big}"
+    msgs = []
+    for t in (UnzipMap("x", body, Var("a"), elem),
+              Let("m", MapA("x", body, Var("a")), Unzip(Var("m"), elem))):
+        with pytest.raises(EvalError) as info:
+            ev(evm, t, env)
+        msgs.append(str(info.value))
+    assert msgs[0] == msgs[1]
+    assert want in msgs[0]
+
+
 def _dense(evm, bag, n: int, lt):
     """scatter (zeros n) (collect bag): the dense array a bag stands for."""
     v, _ = ev(evm, Scatter(Zeros(Var("n"), lt), Collect(Var("b"), lt), lt), {"b": bag, "n": n})
@@ -758,6 +833,43 @@ def test_scatter_of_pairs_charges_plusv(evm):
     # the bag holds the entries last-first: index 0 gets (1, 1), then (0.5, 0.25), then (1, 2)
     assert c == 1 + c_zeros + c_collect + (1 + 3 + 3) + 1
     assert out == ((2.5, 3.25), None, (3.0, 4.0))
+
+
+@pytest.mark.parametrize("name", list(BAGS))
+def test_scatter_bag(evm, name):
+    """scatterBag a b = scatter (zeros (length a)) (collect b) (chad/arrays/nodes.py,
+    the dense element cotangents of map's reverse pass): the same dense array.
+    Cost: 1 + c(a) + c(b) + n (the zeros) + collect's work (constructors +
+    BArray entries) + scatter's (the plusv of each pair, 1 for reals): the work
+    of the written-out term, which costs exactly 3 more (the heads of length,
+    zeros and collect: four nodes become one)."""
+    parts, n = BAGS[name]
+    terms, env, part_pairs, entries = _bag_parts(parts)
+    bag = _bag(evm, terms, env)
+    pairs = sum(len(p) for p in part_pairs)
+    constructors = max(1, 2 * len(parts) - 1)
+    env = {"a": np.arange(float(n)), "b": bag}
+    fv, fc = ev(evm, ScatterBag(Var("a"), Var("b"), L_R), env)
+    expansion = Scatter(Zeros(Length(Var("a")), L_R), Collect(Var("b"), L_R), L_R)
+    xv, xc = ev(evm, expansion, env)
+    assert same_array(fv, xv)
+    assert same_array(fv, _dense(evm, bag, n, L_R))
+    assert fc == 1 + 1 + 1 + n + (constructors + entries) + pairs
+    assert xc - fc == 3
+
+
+def test_scatter_bag_of_pairs_charges_plusv(evm):
+    """scatterBag on non-real cotangents: the same sums and plusv costs as the
+    written-out term (test_scatter_of_pairs_charges_plusv), 3 steps fewer."""
+    lt = LPairT(L_R, L_R)
+    entries = [(0, (1.0, 2.0)), (2, (3.0, 4.0)), (0, (0.5, 0.25)), (0, (1.0, 1.0))]
+    bag = _bag(evm, [BOneT(ilit(i), LPair(lit(a), lit(b))) for i, (a, b) in entries])
+    env = {"a": (1.0, 2.0, 3.0), "b": bag}
+    fv, fc = ev(evm, ScatterBag(Var("a"), Var("b"), lt), env)
+    xv, xc = ev(evm, Scatter(Zeros(Length(Var("a")), lt), Collect(Var("b"), lt), lt), env)
+    assert fv == xv == ((2.5, 3.25), None, (3.0, 4.0))
+    assert fc == 1 + 1 + 1 + 3 + (2 * len(entries) - 1) + (1 + 3 + 3) + 1
+    assert xc - fc == 3
 
 
 # ================================================================= closures: MkClosure, CApp

@@ -51,6 +51,8 @@ SPEC = {
     A.Collect: (("bag",), {}, ()), A.Zeros: (("size",), {}, ()),
     A.Scatter: (("dense", "pairs"), {}, ()), A.Unzip: (("arr",), {}, ()),
     A.Gather: (("arr", "idx"), {}, ()),
+    A.UnzipMap: (("body", "arr"), {"body": ("name",)}, ()),
+    A.ScatterBag: (("arr", "bag"), {}, ()),
     A.SequenceScoped: (("fns", "ctgs", "inits"), {}, ()),
     A.FoldTree: (("body", "arr"), {"body": ("name",)}, ()),
     A.GetA: (("tree",), {}, ()), A.UnTree: (("ctg", "tree", "init"), {}, ()),

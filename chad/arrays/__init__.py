@@ -25,8 +25,8 @@ from . import evaluate as E
 from . import transform as X
 from .bag import Bag, BagT
 from .nodes import (
-    BArrayT, BEmptyT, BFillT, BOneT, Collect, FoldTree, Gather, GetA, Scatter,
-    SequenceScoped, UnTree, Unzip, Zeros,
+    BArrayT, BEmptyT, BFillT, BOneT, Collect, FoldTree, Gather, GetA, Scatter, ScatterBag,
+    SequenceScoped, UnTree, Unzip, UnzipMap, Zeros,
 )
 
 
@@ -49,6 +49,8 @@ def register() -> None:
     register_node(Zeros, compiled="eval", eval=E.eval_zeros, show=show.show_zeros)
     register_node(Scatter, compiled="eval", eval=E.eval_scatter, show=show.show_scatter)
     register_node(Unzip, compiled="eval", eval=E.eval_unzip, show=show.show_unzip)
+    register_node(UnzipMap, compiled="eval", eval=E.eval_unzip_map, show=show.show_unzip_map)
+    register_node(ScatterBag, compiled="eval", eval=E.eval_scatter_bag, show=show.show_scatter_bag)
     register_node(Gather, compiled="eval", eval=E.eval_gather, show=show.show_gather)
     register_node(SequenceScoped, compiled="eval", eval=E.eval_sequence_scoped, show=show.show_seq)
     register_node(FoldTree, compiled="eval", eval=E.eval_fold_tree, show=show.show_fold_tree)

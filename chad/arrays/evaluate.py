@@ -32,8 +32,8 @@ from chad.values import make_array
 
 from .bag import BEMPTY, BArray, BOne, Leaf, Node, collect, dense_of, scatter, zeros
 from .nodes import (
-    BArrayT, BEmptyT, BFillT, BOneT, Collect, FoldTree, Gather, GetA, Scatter,
-    SequenceScoped, UnTree, Unzip, Zeros,
+    BArrayT, BEmptyT, BFillT, BOneT, Collect, FoldTree, Gather, GetA, Scatter, ScatterBag,
+    SequenceScoped, UnTree, Unzip, UnzipMap, Zeros,
 )
 
 # ----------------------------------------------------------------- values
@@ -292,6 +292,38 @@ def eval_unzip(ev, t: Unzip, env):
     else:
         fa = make_array(t.elem, firsts)
     return (fa, seconds), 1 + ca + len(a)
+
+
+def eval_unzip_map(ev, t: UnzipMap, env):
+    """unzip (map (x. body) arr) in one pass, without the array of pairs:
+    1 + c(arr) + Σ c(body) + n (the map's body costs and the unzip's n), the same
+    values and errors (in the same order) as `let m = map (x. body) arr in unzip m`,
+    which costs exactly 3 more (the let, the read of m, one of the two heads)."""
+    a, cost = _eval(ev, t.arr, env)
+    name, body = t.name, t.body
+    n = len(a)
+    firsts = []
+    seconds = []
+    for i in range(n):
+        p, c = ev.bind(env, name, element(a, i), body)
+        firsts.append(p[0])
+        seconds.append(p[1])
+        cost += c
+    fa = tuple(firsts) if t.elem is None else make_array(t.elem, firsts)
+    return (fa, tuple(seconds)), 1 + cost + n
+
+
+def eval_scatter_bag(ev, t: ScatterBag, env):
+    """scatter (zeros (length arr)) (collect bag) as one node, with the same work:
+    1 + c(arr) + c(bag) + n (the zeros) + (collect's work) + (scatter's work);
+    the written-out term costs exactly 3 more (the heads of length, zeros and
+    collect)."""
+    a, ca = _eval(ev, t.arr, env)
+    b, cb = _eval(ev, t.bag, env)
+    z, zw = zeros(len(a), t.elem)
+    pairs, cw = collect(b, t.elem)
+    out, sw = scatter(z, pairs, t.elem)
+    return out, 1 + ca + cb + zw + cw + sw
 
 
 def eval_gather(ev, t: Gather, env):

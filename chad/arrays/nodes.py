@@ -12,7 +12,10 @@ docs/cost-model.md ("Arrays").
     Collect bag                collect : Bag σ -> Array σ (as index + value arrays)
     Zeros n                    build n (i. 0): n zero cotangents
     Scatter dense pairs        scatter: add each pair into (a copy of) the dense array
+    ScatterBag arr bag         scatter (zeros (length arr)) (collect bag), fused: the
+                               dense element cotangents of map's reverse pass
     Unzip arr                  unzip : Array (τ × σ) -> Array τ × Array σ
+    UnzipMap (x. body) arr     unzip (map (x. body) arr), fused: the forward pass of map
     Gather arr idx             build (length idx) (i. arr ! (idx ! i)), one bounds check
     SequenceScoped fs ds inits sequence (zipWith (f d. scope inits (f d)) fs ds)
     FoldTree (p. body) arr     fold recording the reduction Tree (Fig. 9)
@@ -112,6 +115,36 @@ class Unzip(Term):
 
     arr: Term
     elem: Type | None = None
+    loc: Loc | None = _meta()
+    ty: Type | None = _meta()
+
+
+@node("body", "arr", binds={"body": "name"})
+@frozen
+class UnzipMap(Term):
+    """unzip (map (name. body) arr) as one node (the forward pass of map): body is
+    a CHAD'd element returning (y, backpropagator); the array of pairs is never
+    built. `elem` is the source type of the ys (it fixes their array
+    representation, as Unzip's)."""
+
+    name: str
+    body: Term
+    arr: Term
+    elem: Type | None = None
+    loc: Loc | None = _meta()
+    ty: Type | None = _meta()
+
+
+@node("arr", "bag")
+@frozen
+class ScatterBag(Term):
+    """scatter (zeros (length arr)) (collect bag) as one node: the dense array of
+    the element cotangents that the bag `bag` holds for an array of the length
+    of `arr`; `elem` is the element cotangent type D[τ]₂."""
+
+    arr: Term
+    bag: Term
+    elem: Any
     loc: Loc | None = _meta()
     ty: Type | None = _meta()
 

@@ -64,6 +64,14 @@ def show_unzip(t, one):
     return f"unzip {one(t.arr, _ATOM)}", _APP
 
 
+def show_unzip_map(t, one):
+    return f"unzipMap (\\{t.name} -> {one(t.body)}) {one(t.arr, _ATOM)}", _APP
+
+
+def show_scatter_bag(t, one):
+    return f"scatterBag {one(t.arr, _ATOM)} {one(t.bag, _ATOM)}", _APP
+
+
 def show_gather(t, one):
     return f"gather {one(t.arr, _ATOM)} {one(t.idx, _ATOM)}", _APP
 

@@ -32,11 +32,13 @@ let / pair / closure shapes, every closure listing its captured variables.
                          (scatter (zeros (length (fst u))) (collect d))
           [>>= lamwith [ix..] \\res -> add a_1 (BArray ix_1 res_1) >> ... ])
 
-  chad (map (x. t) s) = let rs = chad s in let m = map (x. chad_{Γ,x} t) (fst rs) in
-      let u = unzip m in
+  chad (map (x. t) s) = let rs = chad s in let u = unzipMap (x. chad_{Γ,x} t) (fst rs) in
       pair (fst u) (lamwith [u, rs] \\d ->
-          bind (sequenceScoped [0_τ] (snd u) (scatter (zeros (length (fst u))) (collect d)))
+          bind (sequenceScoped [0_τ] keep 0 (snd u) (scatterBag (fst u) d))
                (lamwith [rs] \\dx -> app (snd rs) (BArray (fst dx))))
+  where unzipMap (x. b) a is `let m = map (x. b) a in unzip m` and scatterBag a d
+  is `scatter (zeros (length a)) (collect d)`, each one fused node charging the
+  same work (docs/cost-model.md, "Against their expansions": 3 steps fewer each).
 
   chad (fold (p. t) s) = let rs = chad s in let tr = foldTree (p. chad_{Γ,p} t) (fst rs) in
       pair (getA tr) (lamwith [tr, rs] \\d ->
@@ -73,8 +75,8 @@ from chad.transform.efficient import Chad
 from chad.types import ArrayT, Prod, Z
 
 from .nodes import (
-    BArrayT, BOneT, Collect, FoldTree, Gather, GetA, Scatter, SequenceScoped,
-    UnTree, Unzip, Zeros,
+    BArrayT, BOneT, Collect, FoldTree, Gather, GetA, Scatter, ScatterBag, SequenceScoped,
+    UnTree, Unzip, UnzipMap, Zeros,
 )
 
 def chad_index(self: Chad, t: Index) -> Term:
@@ -182,7 +184,7 @@ def chad_build(self: Chad, t: Build) -> Term:
 
 
 def chad_map(self: Chad, t: MapA) -> Term:
-    rs, m, u, d, dx = (self.fresh(s) for s in ("r", "m", "u", "d", "dx"))
+    rs, u, d, dx = (self.fresh(s) for s in ("r", "u", "d", "dx"))
     x_ty = t.arr.ty.elem
     elem_ty = t.ty.elem
     tok = self.ctx.push(t.name, x_ty)
@@ -190,11 +192,14 @@ def chad_map(self: Chad, t: MapA) -> Term:
         cbody = self(t.body)
     finally:
         self.ctx.pop(tok)
-    seq = _reverse_pass(u, d, elem_ty, [zerot(x_ty)], [0], [D2(x_ty)])
+    # the reverse pass of build (_reverse_pass) with its dense cotangents fused:
+    # scatterBag (fst u) d = scatter (zeros (length (fst u))) (collect d)
+    ctgs = ScatterBag(Fst(Var(u)), Var(d), D2(elem_ty))
+    seq = SequenceScoped(Snd(Var(u)), ctgs, (zerot(x_ty),), (0,), (D2(x_ty),))
     back = Lam(d, None, BindEVM(seq, Lam(dx, None, App(Snd(Var(rs)), BArrayT(Fst(Var(dx)))),
                                          (rs,))), (u, rs))
-    return Let(rs, self(t.arr), Let(m, MapA(t.name, cbody, Fst(Var(rs)), loc=t.loc),
-                                    Let(u, Unzip(Var(m), elem_ty), Pair(Fst(Var(u)), back))))
+    return Let(rs, self(t.arr), Let(u, UnzipMap(t.name, cbody, Fst(Var(rs)), elem_ty, loc=t.loc),
+                                    Pair(Fst(Var(u)), back)))
 
 
 def chad_fold(self: Chad, t: Fold) -> Term:

@@ -12,8 +12,8 @@ and check the TH2-form bound
 
     gradient_steps <= c' + c * primal_steps + ctg_size + c'' * params
 
-with the formalisation's constants c = 34, c' = 5, c'' = 4 unless others are
-given. `run_check` drives hypothesis: a violation fails the property, hypothesis
+with the formalisation's constants c = 34, c' = 5, c'' = 4 (TH2's, written once
+in chad/proofs/statements.py) unless others are given. `run_check` drives hypothesis: a violation fails the property, hypothesis
 shrinks the program, and the smallest violating program comes back as a
 `Counterexample` (program text, numbers, and the `chad cost` line reproducing it).
 Generation is deterministic given the seed (`@seed`, no example database).
@@ -164,6 +164,7 @@ class CheckResult:
     features: dict
     observations: list = field(factory=list)
     generated: int = 0  # programs measured before the first violation
+    cases: list = field(factory=list)  # those programs (GenCase), for coverage
     counterexample: Counterexample | None = None
     elapsed: float = 0.0
 
@@ -219,14 +220,19 @@ def check_strategy(max_depth: int = 5, *, arrays: bool = False, functions: bool 
     what the naive transform pays for (Efficient CHAD (Smeding & Vákár), Table 1).
     shape="chains": `chains`, one construct applied up to 16 times in a row (the
     per-construct constants; max_depth is not used).
-    shape="mixed": either, with equal probability."""
+    shape="mixed" (the default of `chad check`): either, with equal probability.
+
+    The random programs are `programs(rich=True)`: helper defs that are called,
+    arrays of up to a hundred elements, folds with any body, nested maps,
+    closures mapped over arrays, deep sharing (chad/costmodel/coverage.py
+    measures what a run reaches: `chad check --stats`)."""
     from hypothesis import strategies as st
 
     if shape not in SHAPES:
         raise ValueError(f"unknown shape {shape!r} (choose from {', '.join(SHAPES)})")
     ptypes = st.one_of(types(2, arrays), tuple_types(48))
     rand = programs(max_depth=max_depth, max_params=max_params, param_types=ptypes,
-                    arrays=arrays, functions=functions, max_size=120)
+                    arrays=arrays, functions=functions, max_size=120, rich=True)
     chain = chains(16, arrays=arrays, functions=functions)
     return {"random": rand, "chains": chain, "mixed": st.one_of(rand, chain)}[shape]
 
@@ -259,7 +265,7 @@ def run_check(transform: str = "efficient", evm: str = "array", programs: int = 
               max_depth: int = 5, seed: int = 0, constants: Constants = PROVED,
               strategy=None, progress: Callable[[int, int], None] | None = None,
               features: dict | None = None, target: bool | None = None,
-              shrink_budget: int = 400, shape: str = "random") -> CheckResult:
+              shrink_budget: int = 400, shape: str = "mixed") -> CheckResult:
     """Check the bound on `programs` generated programs; shrink a violation.
 
     The search is hypothesis's: random generation, then (target=True) hill
@@ -317,6 +323,7 @@ def run_check(transform: str = "efficient", evm: str = "array", programs: int = 
         result.observations.append(o)
         if not state["failed"]:
             result.generated += 1
+            result.cases.append(case)
             if progress is not None:
                 progress(result.generated, programs)
         if target:

@@ -227,7 +227,32 @@ class FamilyResult:
                              f"*primal(n) + c' + ... for every c' once n is large enough")
             if self.verdict.method:
                 lines.append(f"  (method: {self.verdict.method})")
+            lines.append(f"  what this verdict is: {self.scope}")
         return "\n".join(lines)
+
+    @property
+    def scope(self) -> str:
+        """What the verdict covers: z3 decides the bound for every n of the fitted
+        closed forms, which are exact on the training sizes and checked at the
+        held-back ones only; a family in the formalisation's first-order language,
+        under the efficient transform, is covered for every n by its proof."""
+        train = [n for n in self.ns if n not in set(self.family.heldout)]
+        text = (f"exact fits on n = {', '.join(map(str, train))}, checked at the held-back "
+                f"n = {', '.join(map(str, self.family.heldout))}; z3 decides the bound for "
+                f"every n of the fitted formulas, which is an extrapolation past "
+                f"n = {max(self.ns)}, not a proof")
+        if self.proved:
+            text += (f"; proved for every n: the family is first-order, and the Agda "
+                     f"formalisation of Efficient CHAD proves c = 34 for the efficient "
+                     f"transform of every first-order program")
+        return text
+
+    @property
+    def proved(self) -> bool:
+        """Covered by a proof: the formalisation's theorem (efficient transform,
+        first-order language, c = 34) when the verdict is within 34."""
+        return (self.family.requires is None and self.transform == "efficient"
+                and self.within and self.constants.c >= 34)
 
     def as_json(self) -> dict:
         return {
@@ -241,6 +266,8 @@ class FamilyResult:
             "verdict": None if self.verdict is None else self.verdict.as_json(),
             "status": self.status, "error": self.error,
             "within_constants": self.within,
+            "scope": self.scope if self.verdict is not None else None,
+            "proved": self.proved,
             "constants": {"c": self.constants.c, "c1": self.constants.c1,
                           "c2": self.constants.c2},
         }

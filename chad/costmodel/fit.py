@@ -5,7 +5,9 @@ Two kinds of fit:
 1. From observations (primal P, gradient G, size(ctg) S, |Γ| n) of generated
    programs, z3's optimiser finds the smallest integer constants covering every
    observation,  G <= c' + c*P + S + c''*n :
-     `smallest_c(obs)`   the smallest c with c' = 5, c'' = 4 fixed;
+     `smallest_c(obs)`   the smallest c with c' = 5, c'' = 4 fixed (TH2's, from
+                         chad/proofs/statements.py; the formula is
+                         chad/proofs/obligations.py::observations_obligation);
      `joint_fit(obs)`    (c, c', c'') jointly minimised, lexicographically
                          (c first, then c', then c''; or by their sum).
    These are lower bounds on what a proof can claim: the proved constant 34 must
@@ -25,6 +27,8 @@ from fractions import Fraction
 from typing import Sequence
 
 from attrs import frozen
+
+from chad.proofs.statements import TH2_C1, TH2_C2
 
 # ----------------------------------------------------------------- observations -> constants
 
@@ -68,16 +72,19 @@ def _reduce(rows):
     return list(best.values())
 
 
-def smallest_c(observations, c1: int = 5, c2: int = 4) -> ConstantFit:
-    """The smallest integer c >= 0 with G <= c1 + c*P + S + c2*n for every observation."""
+def smallest_c(observations, c1: int = TH2_C1, c2: int = TH2_C2) -> ConstantFit:
+    """The smallest integer c >= 0 with G <= c1 + c*P + S + c2*n for every observation:
+    the witness of chad/proofs/obligations.py::observations_obligation, minimised
+    by z3's Optimize."""
     import z3
 
+    from chad.proofs.obligations import observations_obligation
+
     rows = _reduce(_rows(observations))
+    ob = observations_obligation(rows, c1, c2)
+    (c,) = ob.variables
     opt = z3.Optimize()
-    c = z3.Int("c")
-    opt.add(c >= 0)
-    for p, g, s, n in rows:
-        opt.add(g <= c1 + c * p + s + c2 * n)
+    opt.add(ob.formula)
     opt.minimize(c)
     if opt.check() != z3.sat:  # pragma: no cover - always satisfiable (P >= 1)
         raise RuntimeError("z3 found no constant covering the observations")
@@ -280,7 +287,7 @@ class Verdict:
     witness: tuple[int, int] | None  # the smallest (c, c') found (c first), when bounded
     formula: str  # the statement given to z3 (SMT-LIB)
     method: str  # how exponentials were handled, if at all
-    c2: int = 4
+    c2: int = TH2_C2
 
     def as_json(self) -> dict:
         return {"status": self.status, "z3": self.z3_result,
@@ -293,15 +300,16 @@ class Verdict:
             c, c1 = self.witness
             return (f"bounded (z3: sat), witness c = {c}, c' = {c1} (c'' = {self.c2}): "
                     f"gradient(n) <= {c1} + {c}*primal(n) + size(ctg)(n) + {self.c2}*|params|(n) "
-                    f"for every n")
+                    f"for every n, of the fitted formulas")
         if self.status == "refuted":
             return (f"refuted (z3: unsat): no constants c, c' bound gradient(n) by "
-                    f"c' + c*primal(n) + size(ctg)(n) + {self.c2}*|params|(n) for all n")
+                    f"c' + c*primal(n) + size(ctg)(n) + {self.c2}*|params|(n) for all n, "
+                    f"of the fitted formulas")
         return f"unknown (z3: {self.z3_result})"
 
 
 def decide_family(primal: ClosedForm, gradient: ClosedForm, ctg_size: ClosedForm,
-                  params: ClosedForm, n0: int = 1, c2: int = 4,
+                  params: ClosedForm, n0: int = 1, c2: int = TH2_C2,
                   timeout_ms: int = 20000) -> Verdict:
     """Decide  exists c, c' >= 0. forall n >= n0. G(n) <= c*P(n) + c' + S(n) + c''*Γ(n).
 

@@ -191,14 +191,16 @@ BULK_LEAVES = 8  # types with more leaves get their values from one drawn seed
 
 
 @functools.lru_cache(maxsize=4096)
-def values_of(ty: Type, lengths: tuple[int, int] = (1, 4)) -> st.SearchStrategy:
-    """Values of a first-order type (arrays: tuples of length in `lengths`).
+def values_of(ty: Type, lengths: tuple[int, ...] = (1, 4)) -> st.SearchStrategy:
+    """Values of a first-order type (arrays: tuples of length in `lengths`; with
+    four numbers (lo, hi, big_lo, big_hi), a quarter of the arrays have a length
+    in the second range, their elements from one drawn seed).
 
     Values of large types (more than BULK_LEAVES leaves: big records) come from
     one drawn integer through a pseudo-random generator, which keeps hypothesis's
     choice sequence, and so its shrinking, short; seed 0 gives 1.0 everywhere."""
     if type_size(ty) > 2 * BULK_LEAVES:
-        return st.integers(0, 2**20).map(lambda s: _pseudo_value(ty, s, lengths))
+        return st.integers(0, 2**20).map(lambda s: _pseudo_value(ty, s, lengths[:2]))
     match ty:
         case Real():
             return st.floats(-2.0, 2.0, allow_nan=False).map(lambda x: round(x, 3))
@@ -212,8 +214,12 @@ def values_of(ty: Type, lengths: tuple[int, int] = (1, 4)) -> st.SearchStrategy:
             return st.one_of(values_of(a, lengths).map(lambda v: Inj(0, v)),
                              values_of(b, lengths).map(lambda v: Inj(1, v)))
         case ArrayT(e):
-            return st.lists(values_of(e, lengths), min_size=lengths[0],
-                            max_size=lengths[1]).map(tuple)
+            small = st.lists(values_of(e, lengths[:2]), min_size=lengths[0],
+                             max_size=lengths[1]).map(tuple)
+            if len(lengths) < 4:
+                return small
+            large = st.integers(0, 2**20).map(lambda s: _pseudo_value(ty, s, lengths[2:]))
+            return st.one_of(small, small, small, large)
     raise NotImplementedError(str(ty))
 
 
@@ -235,6 +241,8 @@ def sparse_ctgs(ty: Type, value) -> st.SearchStrategy:
             return st.one_of(st.none(), sparse_ctgs(inner, value.value).map(
                 lambda c: Inj(value.side, c)))
         case ArrayT(e):
+            if len(value) > BULK_LEAVES:
+                return st.integers(0, 2**20).map(lambda s: _pseudo_ctg(ty, value, s))
             return st.one_of(st.none(), st.tuples(*[sparse_ctgs(e, x) for x in value])
                              .map(list))
     raise NotImplementedError(str(ty))
@@ -298,6 +306,21 @@ def _index(n: int) -> st.SearchStrategy[int]:
 
 _BOOLS = st.booleans()
 
+# Rich programs (`programs(rich=True)`, what `chad check` generates): array lengths
+# 1..3 or, a quarter of the time, tens to a hundred elements, as far as the element
+# budget (total evaluations of a loop body, nested loops multiplied) allows; a
+# shared variable is read 10 to 24 times.
+LARGE_SIZES = (10, 20, 50, 100)
+ELEMENT_BUDGET = 400
+_SIZES = st.one_of(st.integers(1, 3), st.integers(1, 3), st.integers(1, 3),
+                   st.sampled_from(LARGE_SIZES))
+_SHARES = (10, 12, 16, 24)
+_HELPER_RICH = st.sampled_from([True, True, True, False])
+CHAIN_BUDGET = 2000  # element evaluations of a chain, past which no build layer is added
+_CHAIN_SIZES = st.one_of(st.integers(1, 3), st.integers(1, 3), st.integers(1, 3),
+                         st.sampled_from((10, 30)))
+_LARGE_LENGTHS = (1, 4, 10, 60)  # values_of: 1..4 elements, or (a quarter) 10..60
+
 
 @frozen
 class Binding:
@@ -325,15 +348,37 @@ class _TypedTermGen:
     hypothesis's draws (its state: fresh names, node budget)."""
 
     def __init__(self, draw, max_depth: int, *, max_size: int | None = None,
-                 arrays: bool = False, functions: bool = False, helpers=()):
+                 arrays: bool = False, functions: bool = False, helpers=(),
+                 rich: bool = False):
         self.draw = draw
         self.max_depth = max_depth
         self.max_size = max_size
         self.arrays = arrays
         self.functions = functions
         self.helpers = list(helpers)
+        self.rich = rich
         self.counter = 0
         self.nodes = 0
+        self.mult = 1  # how many times the term being generated runs (enclosing loops)
+
+    def array_size(self) -> int:
+        """The length of a new array: 1..3, or (rich) sometimes LARGE_SIZES, as far
+        as ELEMENT_BUDGET allows given the enclosing loops."""
+        if not self.rich:
+            return 1 + self.draw(_index(3))
+        n = self.draw(_SIZES)
+        while n > 3 and n * self.mult > ELEMENT_BUDGET:
+            n //= 2
+        return max(n, 1)
+
+    def in_loop(self, n: int, make):
+        """make() with the loop multiplier raised by n (the body of a loop of n)."""
+        saved = self.mult
+        self.mult = saved * max(n, 1)
+        try:
+            return make()
+        finally:
+            self.mult = saved
 
     def pick(self, seq):
         """One element of seq; shrinks towards the first."""
@@ -561,14 +606,15 @@ class _TypedTermGen:
             b = self.pick((known))
             return Var(b.name, ty=aty), b.length
         if kind == "build":
-            n = 1 + self.draw(_index(3))
+            n = self.array_size()
             i = self.fresh("i")
-            body = self.term(ctx + [Binding(i, Z, bound=n)], elem, depth + 1)
+            body = self.in_loop(n, lambda: self.term(ctx + [Binding(i, Z, bound=n)], elem,
+                                                     depth + 1))
             return Build(Prim("ILIT", Unit(ty=UNIT), n, ty=Z), i, body, ty=aty), n
         src_elem = self.pick(([R, elem]))
         arr, n = self.array_term(ctx, src_elem, depth + 1)
         x = self.fresh("x")
-        body = self.term(ctx + [Binding(x, src_elem)], elem, depth + 1)
+        body = self.in_loop(n, lambda: self.term(ctx + [Binding(x, src_elem)], elem, depth + 1))
         return MapA(x, body, arr, ty=aty), n
 
     def k_build(self, ctx, ty, depth, vis):
@@ -600,12 +646,86 @@ class _TypedTermGen:
         return Length(arr, ty=Z)
 
     def k_fold(self, ctx, ty, depth, vis):
-        arr, _ = self.array_term(ctx, R, depth + 1)
+        arr, n = self.array_term(ctx, R, depth + 1)
         p = self.fresh("p")
         pv = Var(p, ty=Prod(R, R))
+        if self.rich and self.draw(_BOOLS):  # any body over the pair (and the context)
+            body = self.in_loop(n, lambda: self.term(ctx + [Binding(p, Prod(R, R))], R,
+                                                     max(depth + 1, self.max_depth - 2)))
+            return Fold(p, body, arr, ty=R)
         op = self.pick((["ADD", "MUL"]))
         body = Prim(op, Pair(Fst(pv, ty=R), Snd(pv, ty=R), ty=Prod(R, R)), ty=R)
         return Fold(p, body, arr, ty=R)
+
+    # snippets (rich programs): let-bound before the body, each reaching a feature
+    # that random terms reach rarely ---------------------------------------------------
+    def snippet_kinds(self) -> list[str]:
+        kinds = ["share", "ints"]
+        if self.arrays:
+            kinds += ["fold", "nested"]
+        if self.functions:
+            kinds += ["closure"] if self.arrays else []
+            if self.helpers:
+                kinds += ["call"]
+        return kinds
+
+    def snippet(self, ctx, kind: str) -> Term:
+        """A term of type R reaching the feature `kind`."""
+        depth = max(0, self.max_depth - 2)
+        if kind == "share":  # one variable read k times: c1 * v + (c2 * v + ...)
+            v = self.fresh("s")
+            k = self.draw(st.sampled_from(_SHARES))
+            rhs = self.term(ctx, R, depth)
+            vv = Var(v, ty=R)
+            body: Term = vv
+            for j in range(k - 1):
+                c = _lit(REAL_LITERALS[j % len(REAL_LITERALS)] / 4)
+                body = Prim("ADD", _pair(Prim("MUL", _pair(c, vv), ty=R), body), ty=R)
+            return Let(v, rhs, body, ty=R)
+        if kind == "ints":  # toreal (floor e * k + length a) (or + k without arrays)
+            k = _ilit(1 + self.draw(_index(3)))
+            fl = Prim("FLOOR", self.term(ctx, R, depth), ty=Z)
+            if self.arrays:
+                arr, _ = self.array_term(ctx, self.draw(types(0)), depth)
+                other: Term = Length(arr, ty=Z)
+            else:
+                other = k
+            z = Prim("IADD", _pair(Prim("IMUL", _pair(fl, k), ty=Z), other), ty=Z)
+            return Prim("TOREAL", z, ty=R)
+        if kind == "fold":
+            saved, self.rich = self.rich, True
+            try:
+                arr, n = self.array_term(ctx, R, depth)
+                p = self.fresh("p")
+                body = self.in_loop(n, lambda: self.term(ctx + [Binding(p, Prod(R, R))], R,
+                                                         depth))
+            finally:
+                self.rich = saved
+            return Fold(p, body, arr, ty=R)
+        if kind == "nested":  # sum (map (\x -> sum (map (\z -> x * z) b)) a), or chained
+            a, n = self.array_term(ctx, R, depth)
+            x, z = self.fresh("x"), self.fresh("z")
+            if self.draw(_BOOLS):  # nested: the inner array's length is within budget / n
+                b, _ = self.in_loop(n, lambda: self.array_term(ctx + [Binding(x, R)], R, depth))
+                prod = Prim("MUL", _pair(Var(x, ty=R), Var(z, ty=R)), ty=R)
+                body = Prim("SUM", MapA(z, prod, b, ty=_AR), ty=R)
+                return Prim("SUM", MapA(x, body, a, ty=_AR), ty=R)
+            f1 = self.in_loop(n, lambda: self.term(ctx + [Binding(z, R)], R, depth))
+            f2 = self.in_loop(n, lambda: self.term(ctx + [Binding(x, R)], R, depth))
+            return Prim("SUM", MapA(x, f2, MapA(z, f1, a, ty=_AR), ty=_AR), ty=R)
+        if kind == "closure":  # let g = \y -> e in sum (map (\x -> g x) a)
+            fn = self._lambda(ctx, R, R, depth)
+            g, x = self.fresh("g"), self.fresh("x")
+            a, _ = self.array_term(ctx, R, depth)
+            app = App(Var(g, ty=fn.ty), Var(x, ty=R), ty=R)
+            return Let(g, fn, Prim("SUM", MapA(x, app, a, ty=_AR), ty=R), ty=R)
+        if kind == "call":
+            h = self.pick(self.helpers)
+            call = Call(h.name, tuple(self.term(ctx, p.ty, depth) for p in h.params), ty=h.result)
+            if h.result == R:
+                return call
+            return Fst(call, ty=R) if isinstance(h.result, Prod) else call
+        raise ValueError(kind)
 
     # functions ---------------------------------------------------------------------
     def _lambda(self, ctx, arg: Type, res: Type, depth: int) -> Lam:
@@ -642,7 +762,7 @@ class _TypedTermGen:
 def programs(draw, max_depth: int = 4, max_params: int = 3, result: Type | None = None,
              param_types: st.SearchStrategy | None = None, *, type_depth: int = 2,
              max_size: int | None = None, arrays: bool = False, functions: bool = False,
-             wide: bool = False, finite: bool = False) -> GenCase:
+             wide: bool = False, finite: bool = False, rich: bool = False) -> GenCase:
     """A program whose last def `f(x1 : T1, ...) : T = body` is the one to
     differentiate, with arguments and a sparse cotangent for its result (the body
     is evaluated to pick the sum sides and array lengths of the cotangent).
@@ -653,6 +773,14 @@ def programs(draw, max_depth: int = 4, max_params: int = 3, result: Type | None 
     max_size    bound on the number of term nodes (None: only the depth bounds it)
     arrays, functions   switch on the array / function forms (see the module doc)
     finite      reject cases whose value is not finite (inf/nan)
+    rich        reach what random terms rarely do (`chad check`'s programs): the
+                helper def is there 3 times in 4 and then called; 0..4 snippets of
+                distinct kinds are let-bound before the body, each reaching one
+                feature (a variable read 10 to 24 times, floor/length/integer
+                arithmetic, a fold with any body, nested or chained maps, a closure
+                mapped over an array); arrays
+                (built or passed) have tens to a hundred elements a quarter of the
+                time, within ELEMENT_BUDGET evaluations of a loop body
     """
     if param_types is None:
         param_types = (wide_types(type_depth, arrays) if wide else types(type_depth, arrays))
@@ -660,18 +788,32 @@ def programs(draw, max_depth: int = 4, max_params: int = 3, result: Type | None 
     ptys = draw(st.lists(param_types, min_size=1, max_size=max_params))
     params = tuple(Param(f"x{i + 1}", t) for i, t in enumerate(ptys))
     ty = result if result is not None else draw(types(1, arrays))
-    args = tuple(draw(values_of(t)) for t in ptys)
+    args = tuple(draw(values_of(t, _LARGE_LENGTHS if rich else (1, 4))) for t in ptys)
     ctx = [Binding(p.name, p.ty, length=_length_of(a, p.ty)) for p, a in zip(params, args)]
 
     helpers = []
-    if functions and draw(st.booleans()):
+    if functions and (draw(_HELPER_RICH) if rich else draw(st.booleans())):
         helpers.append(draw(_helper_defs(max(1, max_depth - 2), arrays)))
     gen = _TypedTermGen(draw, max_depth, max_size=max_size, arrays=arrays,
-                        functions=functions, helpers=helpers)
+                        functions=functions, helpers=helpers, rich=rich)
+    lets = []
+    if rich:  # the helper is called first; then up to 4 other snippets, of distinct kinds
+        kinds = gen.snippet_kinds()
+        chosen = ["call"] if "call" in kinds else []
+        kinds = [k for k in kinds if k != "call"]
+        for _ in range(draw(st.integers(0, 4))):
+            if kinds:
+                chosen.append(kinds.pop(draw(_index(len(kinds))) if len(kinds) > 1 else 0))
+        for kind in chosen:
+            name = gen.fresh("t")
+            lets.append((name, gen.snippet(ctx, kind)))
+            ctx = ctx + [Binding(name, R)]
     if isinstance(ty, ArrayT):
         body, _ = gen.array_term(ctx, ty.elem, 0)
     else:
         body = gen.term(ctx, ty, 0)
+    for name, rhs in reversed(lets):
+        body = Let(name, rhs, body, ty=ty)
     defn = Def("f", params, ty, body)
     case = GenCase(defn, args, None, helpers=tuple(helpers))
     if functions:
@@ -888,12 +1030,13 @@ def chains(draw, max_layers: int = 16, *, arrays: bool = False, functions: bool 
            layers: tuple[str, ...] | None = None) -> GenCase:
     """Chain programs: `f(x : R[, a : Array R]) = L_k (... (L_1 base))`, each L_i a
     construct applied to the previous result (see _layers for the catalogue; with
-    `layers` given, only those). The array `a` has 1..3 elements; `build` layers use
+    `layers` given, only those). The array `a` has 1..3 elements (a quarter of the
+    time 10 or 30); `build` layers use
     its length, so every index is in range. Shrinks to fewer, simpler layers."""
     table = _layers(arrays, functions)
     if layers is not None:
         table = {k: v for k, v in table.items() if k in layers}
-    n = 1 + draw(_index(3)) if arrays else 0
+    n = draw(_CHAIN_SIZES) if arrays else 0
     params = [Param("x", R)] + ([Param("a", _AR)] if arrays else [])
     args = [1.0 if not draw(_BOOLS) else 0.5] + ([tuple([1.0] * n)] if arrays else [])
     counter = [0]
@@ -906,13 +1049,17 @@ def chains(draw, max_layers: int = 16, *, arrays: bool = False, functions: bool 
     if arrays and draw(_BOOLS):
         cur = Var("a", ty=_AR)
     k = 1 + draw(st.integers(0, max_layers - 1))
+    work = 1  # about how many element evaluations one evaluation of `cur` makes
     for _ in range(k):
-        options = [name for name, (ti, _to, _w) in table.items() if ti == cur.ty]
+        options = [name for name, (ti, _to, _w) in table.items() if ti == cur.ty
+                   and not (name.startswith("build") and n * work > CHAIN_BUDGET)]
         if not options:
             break
         name = options[draw(_index(len(options)))] if len(options) > 1 else options[0]
         _ti, to, wrap = table[name]
         cur = wrap(cur, n, fresh)
+        # a build re-evaluates its body (the chain so far) per element
+        work = n * work + n if name.startswith("build") else work + n
     defn = Def("f", tuple(params), cur.ty, cur)
     if functions:
         defn = _fill_captures(Program((defn,))).defs[-1]

@@ -36,6 +36,7 @@ from chad.errors import UsageError
 from chad.linear import size
 from chad.terms import Def, Program, Term
 from chad.transform.registry import CTG, get_transform
+from chad.proofs.statements import TH2_C, TH2_C1, TH2_C2
 from chad.types import Real
 from chad.values import value_from_json
 from chad.costmodel.evaluate import Evaluator
@@ -47,8 +48,9 @@ features.load()  # the composition root: every transform and extension
 
 UNSET = object()  # "no cotangent given" (None is the sparse zero)
 
-# The TH2 constants of the (corrected) formalisation: c' = 5, c = 34, c'' = 4.
-C_CONST, C_PRIMAL, C_PARAMS = 5, 34, 4
+# The TH2 constants of the (corrected) formalisation, c' = 5, c = 34, c'' = 4, as
+# chad/proofs/statements.py states them (their one source).
+C_CONST, C_PRIMAL, C_PARAMS = TH2_C1, TH2_C, TH2_C2
 
 
 def th2_bound(primal_steps: int, ctg_size: int, params: int,
@@ -70,7 +72,8 @@ class Constants:
         """"34,5,4" -> Constants(34, 5, 4)."""
         parts = [p.strip() for p in text.split(",")]
         if len(parts) != 3:
-            raise ValueError(f"expected three constants c,c',c'' (e.g. 34,5,4), got {text!r}")
+            raise ValueError(f"expected three constants c,c',c'' (e.g. "
+                             f"{C_PRIMAL},{C_CONST},{C_PARAMS}), got {text!r}")
         try:
             c, c1, c2 = (int(p) for p in parts)
         except ValueError:

@@ -11,10 +11,15 @@ z3 should report a witness for:
   observations_obligation
                         exists c >= 0. for every observation (P, G, S, n):
                           G <= c' + c*P + S + c''*n
-                        (the finite instance of TH2 on measured programs);
+                        (the finite instance of TH2 on measured programs;
+                        chad/costmodel/fit.py::smallest_c minimises its c);
   th2_from_th1_obligation
                         the step from TH1 to TH2 of the formalisation, as
-                        arithmetic over the pieces of the cost (see its doc).
+                        arithmetic over the pieces of the cost, with the
+                        wrapper's overhead computed from the counting evaluator
+                        (chad/costmodel/overhead.py; see its doc).
+
+The constants (TH1's c; TH2's c, c', c'') default to chad/proofs/statements.py's.
 
 `solve_exists` checks an obligation and, when it holds, returns the smallest
 integer witness (c first, then c'), found by bisection with further z3 calls.
@@ -26,6 +31,8 @@ from math import factorial
 from typing import Any, Callable
 
 from attrs import frozen
+
+from chad.proofs.statements import TH1_C, TH2_C, TH2_C1, TH2_C2
 
 
 @frozen
@@ -81,7 +88,7 @@ def binomial_lower_bound(form, k: int) -> Z3Form:
     return Z3Form(build, f"{form} with 2^n >= sum_(j<={k}) C(n,j)")
 
 
-def family_obligation(primal, gradient, ctg_size, params, n0: int = 1, c2: int = 4,
+def family_obligation(primal, gradient, ctg_size, params, n0: int = 1, c2: int = TH2_C2,
                       pow2: str | None = None) -> Obligation:
     """exists c, c' >= 0. forall n >= n0 (real). G(n) <= c*P(n) + c' + S(n) + c2*Γ(n).
 
@@ -107,7 +114,7 @@ def family_obligation(primal, gradient, ctg_size, params, n0: int = 1, c2: int =
     return Obligation("family bounded", body, (c, c1), text + "\n" + body.sexpr())
 
 
-def observations_obligation(rows, c1: int = 5, c2: int = 4) -> Obligation:
+def observations_obligation(rows, c1: int = TH2_C1, c2: int = TH2_C2) -> Obligation:
     """exists c >= 0. /\\_(P, G, S, n) G <= c1 + c*P + S + c2*n."""
     import z3
 
@@ -171,35 +178,46 @@ def _ceil(val) -> int:
     return math.ceil(f)
 
 
-def th2_from_th1_obligation(c: int = 34, c1: int = 5, c2: int = 4,
-                            overhead_const: int = 4, overhead_per_param: int = 0,
-                            zero_cell_max: int = 2):
-    """TH2 from TH1, as arithmetic (Efficient CHAD (Smeding & Vákár), §6: "we initialise env0 with zeros ...
-    and bound φ by size").
+def th2_from_th1_obligation(overhead=None, *, th1_c: int = TH1_C, c: int = TH2_C,
+                            c1: int = TH2_C1, c2: int = TH2_C2):
+    """TH2 from TH1, as arithmetic (Efficient CHAD (Smeding & Vákár), §6: "we
+    initialise env0 with zeros ... and bound φ by size").
+
+    `overhead` is a chad.costmodel.overhead.WrapperOverhead: how TH2's left side
+    decomposes into TH1's three costs plus the rest, as the counting evaluator
+    computes it (default: `wrapper_overhead()`, computed now). The constants are
+    TH1's (th1_c) and TH2's (c, c1 = c', c2 = c''), by default those of
+    chad/proofs/statements.py; each is used on its own side only.
 
     Unknowns (integers): the three costs of TH1 crun, ccall, cmonad; the primal
-    cost P >= 1; n = |Γ|; φ(ctg) = size(ctg) >= 1; φ of every final cell >= 1
-    (so φ'(denvout) >= n); the zero-env tuple's cost Z = 1 + sum_i (1 + z_i) with
-    1 <= z_i <= zero_cell_max.  Hypotheses: TH1 with φ'(denvin) = n (zeros have
-    potential 1), and TH2's left side = crun + ccall + cmonad + overhead_const +
-    overhead_per_param*n + Z (the app/snd/var/runevm steps and run's serialising
-    of the environment are inside cmonad: the EVM's run costs 1 + |env| + its
-    action). Measured on generated programs (tests/test_check.py): TH2's left
-    side = crun + ccall + cmonad + Z + 4 exactly, and z_i = 2 for R (`prim LZERO
-    unit`), 1 for the other first-order types. Claim: TH2's left side <=
-    c1 + c*P + size + c2*n.
+    cost P >= 1; n = |Γ|; φ(ctg) = size(ctg) >= 1; φ'(denvout) >= n (φ >= 1 on
+    every cell); φ'(denvin) of the zero environment, between n and n times the
+    smallest and largest potential of a zero cell; zs = Σ_i z_i, the zeros'
+    costs, between n times the cheapest and the dearest zero cell.
+    Hypothesis TH1:  crun + ccall + cmonad - size - φ'(denvin) + φ'(denvout) - n
+                     <= th1_c * P.
+    TH2's left side: crun + ccall + cmonad + K + k*n + Z,  Z = Z0 + p*n + zs
+                     (K, k, Z0, p and the z_i from `overhead`).
+    Claim:           left side <= c1 + c*P + size + c2*n.
 
-    Returns the z3 formula whose *negation* must be unsat (the claim holds for all
-    values of the unknowns); with sum_i z_i abstracted as zs, n <= zs <= 2n."""
+    Returns (hypotheses, claim): `prove` checks that hypotheses => claim holds
+    for all values of the unknowns."""
     import z3
 
-    crun, ccall, cmonad, P, n, size, phiout, zs = z3.Ints(
-        "crun ccall cmonad P n size phiout zs")
-    hyps = [P >= 1, n >= 0, size >= 1, phiout >= n, crun >= 0, ccall >= 0, cmonad >= 0,
-            zs >= n, zs <= zero_cell_max * n,
-            crun + ccall + cmonad - size - n + phiout - n <= c * P]
-    Z = 1 + n + zs
-    lhs = crun + ccall + cmonad + overhead_const + overhead_per_param * n + Z
+    if overhead is None:
+        from chad.costmodel.overhead import wrapper_overhead
+
+        overhead = wrapper_overhead()
+    o = overhead
+    crun, ccall, cmonad, P, n, size, phiin, phiout, zs = z3.Ints(
+        "crun ccall cmonad P n size phiin phiout zs")
+    hyps = [P >= 1, n >= 0, size >= 1, crun >= 0, ccall >= 0, cmonad >= 0,
+            phiout >= n,
+            phiin >= o.zero_potential_min * n, phiin <= o.zero_potential_max * n,
+            zs >= o.zero_cell_min * n, zs <= o.zero_cell_max * n,
+            crun + ccall + cmonad - size - phiin + phiout - n <= th1_c * P]
+    Z = o.zero_env_const + o.zero_env_per_param * n + zs
+    lhs = crun + ccall + cmonad + o.wrapper_const + o.wrapper_per_param * n + Z
     claim = lhs <= c1 + c * P + size + c2 * n
     return z3.And(*hyps), claim
 

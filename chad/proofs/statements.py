@@ -11,7 +11,15 @@ empirically on generated programs and decides the family statements with z3.
 
 from __future__ import annotations
 
-from attrs import frozen
+from attrs import field, frozen
+
+# The constants of TH1 and TH2 (the corrected formalisation, appendix B), written
+# here once. TH1: ... <= TH1_C * cost(t); TH2: ... <= TH2_C1 + TH2_C * cost(t) +
+# size(ctg) + TH2_C2 * |Γ|. chad/costmodel/measure.py (C_PRIMAL, C_CONST,
+# C_PARAMS, the bound of `chad cost`), the fits' defaults (chad/costmodel/fit.py)
+# and the obligations (chad/proofs/obligations.py) take them from here.
+TH1_C = 34
+TH2_C, TH2_C1, TH2_C2 = 34, 5, 4
 
 
 @frozen
@@ -21,6 +29,8 @@ class Statement:
     informal: str
     formal: str
     checked_by: str
+    # the statement's numeric constants by name (TH1: c; TH2: c, c1 = c', c2 = c'')
+    constants: dict = field(factory=dict, eq=False)
 
 
 CRITERION = Statement(
@@ -49,7 +59,7 @@ TH1 = Statement(
     source="Efficient CHAD (Smeding & Vákár), §3 Eq. (2), appendix B TH1-STATEMENT (constant corrected to 34)",
     informal="With potential: the cost of the derivative, minus the potential of the "
              "incoming cotangents, plus that of the outgoing environment cotangent, minus "
-             "|Γ|, is at most 34 times the cost of the program.",
+             f"|Γ|, is at most {TH1_C} times the cost of the program.",
     formal="TH1-STATEMENT =\n"
            "  {Γ : Env Pr} {τ : Typ Pr} -> (env : Val Pr Γ) -> (ctg : Rep (D2τ τ))\n"
            "  -> (denvin : LETup (map D2τ' Γ)) -> (t : Term Pr Γ τ)\n"
@@ -57,38 +67,50 @@ TH1 = Statement(
            "         envf , ccall = bp ctg\n"
            "         tt , denvout , cmonad = LACM.run envf denvin\n"
            "     in crun + ccall + cmonad - φ (D2τ' τ) ctg - φ' (map D2τ' Γ) denvin\n"
-           "        + φ' (map D2τ' Γ) denvout - + length Γ <= + 34 * cost env t",
+           f"        + φ' (map D2τ' Γ) denvout - + length Γ <= + {TH1_C} * cost env t",
     checked_by="tests/test_efficient.py::test_th1_holds_with_potential (generated programs, "
                "arbitrary sparse denvin)",
+    constants={"c": TH1_C},
 )
 
 TH2 = Statement(
     name="TH2",
     source="Efficient CHAD (Smeding & Vákár), §6 Eq. (3), appendix B TH2-STATEMENT (constant corrected to 34)",
     informal="Running the derivative from a zero environment cotangent costs at most "
-             "5 + 34 * cost(t) + size(ctg) + 4 * |Γ|.",
+             f"{TH2_C1} + {TH2_C} * cost(t) + size(ctg) + {TH2_C2} * |Γ|.",
     formal="TH2-STATEMENT =\n"
            "  {Γ : Env Pr} {τ : Typ Pr} -> (env : Val Pr Γ) -> (ctg : Rep (D2τ τ))\n"
            "  -> (t : Term Pr Γ τ)\n"
            "  -> cost (push ctg (primalVal env))\n"
            "          (runevm (app (snd' (sink (WSkip WEnd) (chad t))) (var Z))\n"
            "                  (zero-env-term Γ))\n"
-           "     <= + 5 + + 34 * cost env t + + size (D2τ' τ) ctg + + 4 * + length Γ",
+           f"     <= + {TH2_C1} + + {TH2_C} * cost env t + + size (D2τ' τ) ctg "
+           f"+ + {TH2_C2} * + length Γ",
     checked_by="`chad cost` (holds), `chad check` on generated programs (no violation for "
                "the efficient transform; z3 fits the smallest c covering the observations), "
                "tests/test_check.py",
+    constants={"c": TH2_C, "c1": TH2_C1, "c2": TH2_C2},
 )
 
 TH2_FROM_TH1 = Statement(
     name="TH2 from TH1",
     source="Efficient CHAD (Smeding & Vákár), §6 (the corollary: env0 = zeros, φ bounded by size)",
     informal="TH2 follows from TH1 by arithmetic, given how TH2's left side decomposes into "
-             "TH1's three costs plus the zero environment and a few steps.",
-    formal="crun + ccall + cmonad - size(ctg) - n + φ'(denvout) - n <= 34 P,\n"
-           "φ'(denvout) >= n, Z = 1 + sum_i (1 + z_i), 1 <= z_i <= 2\n"
-           "  ==> crun + ccall + cmonad + Z + 4 <= 5 + 34 P + size(ctg) + 4 n",
-    checked_by="chad/proofs/obligations.py::th2_from_th1_obligation, proved by z3 "
-               "(tests/test_check.py, which also measures the decomposition)",
+             "TH1's three costs plus the zero environment and the wrapper's few steps, as "
+             "the counting evaluator computes them.",
+    formal=f"crun + ccall + cmonad - size(ctg) - φ'(denvin) + φ'(denvout) - n <= {TH1_C} P,\n"
+           "φ'(denvout) >= n, φ0_min n <= φ'(denvin) <= φ0_max n,\n"
+           "Z = Z0 + Σ_i (p + z_i), z_min <= z_i <= z_max\n"
+           f"  ==> crun + ccall + cmonad + K + k n + Z <= {TH2_C1} + {TH2_C} P + size(ctg) "
+           f"+ {TH2_C2} n\n"
+           "with K, k (the wrapper runevm/app/snd/var), Z0, p, z_i (zero-env-term) and φ0 "
+           "(the zeros' potential) computed by chad/costmodel/overhead.py::wrapper_overhead "
+           "(their values: docs/cost-model.md, \"TH2 from TH1\")",
+    checked_by="chad/proofs/obligations.py::th2_from_th1_obligation on the numbers of "
+               "chad/costmodel/overhead.py::wrapper_overhead, proved by z3 "
+               "(tests/test_obligations.py, which also refutes it with any of TH2's constants "
+               "one smaller or any overhead one larger, and checks the decomposition exactly "
+               "on generated programs)",
 )
 
 FAMILY_BOUNDED = Statement(
@@ -97,7 +119,7 @@ FAMILY_BOUNDED = Statement(
     informal="For a family of programs t_n with exact step-count formulas P(n) (program), "
              "G(n) (gradient), S(n) (size of the cotangent) and Γ(n) (parameters), some "
              "constants bound the gradient for every n.",
-    formal="exists c, c' >= 0. forall n >= n0.  G(n) <= c * P(n) + c' + S(n) + 4 * Γ(n)",
+    formal=f"exists c, c' >= 0. forall n >= n0.  G(n) <= c * P(n) + c' + S(n) + {TH2_C2} * Γ(n)",
     checked_by="chad/costmodel/fit.py::decide_family (z3 over nonlinear real arithmetic), "
                "`chad check --family NAME`: sat with the smallest witness for the efficient "
                "transform, unsat for the naive ones",
@@ -107,9 +129,11 @@ OBSERVATIONS_COVERED = Statement(
     name="observations covered",
     source="TH2, instantiated on the measured programs",
     informal="The smallest c that makes every observed (P, G, S, n) satisfy the bound with "
-             "c' = 5, c'' = 4; TH2 says it is at most 34.",
-    formal="min { c >= 0 | for every observation: G <= 5 + c * P + S + 4 n }",
-    checked_by="chad/costmodel/fit.py::smallest_c (z3 Optimize), reported by `chad check`",
+             f"c' = {TH2_C1}, c'' = {TH2_C2}; TH2 says it is at most {TH2_C}.",
+    formal=f"min {{ c >= 0 | for every observation: G <= {TH2_C1} + c * P + S + {TH2_C2} n }}",
+    checked_by="chad/proofs/obligations.py::observations_obligation (the formula), its c "
+               "minimised by chad/costmodel/fit.py::smallest_c (z3 Optimize), reported by "
+               "`chad check`",
 )
 
 ZEROS_CONSTANT = Statement(
