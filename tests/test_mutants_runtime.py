@@ -10,15 +10,24 @@ then 2 + c(a) + c(b), add 1 + (steps of plusv), scope 1 + c(m) with result (fina
 result), sequence sum + 2 (n - 1) or pure None. Every implementation must give the same
 result, cells and cost; the runtimes must reject bad levels; the cells' monoid is the
 constructor's `plus`; the array runtime's `work` is its documented count (one per add, one
-per scope, |env| per run).
+per scope, |env| per run). For the parallel runtime also its settings, the static weights and
+the forks they decide (`forks_submitted`), and its join: a forked side's adds are replayed in
+the sequential order, whichever thread ran it.
 """
 
 from __future__ import annotations
 
+import threading
+import time
+
 import pytest
 
+from chad import deep
 from chad.costmodel.lacm import SpecLACM
+from chad.deep import mark_deep_thread
+from chad.linear import plusv
 from chad.runtime import ArrayEVM, EVMBase, make_evm
+from chad.runtime.parallel_evm import PAction, ParallelEVM
 
 IMPLS = ["array", "map", "parallel", "spec"]
 RUNTIMES = ["array", "map", "parallel"]
@@ -207,3 +216,222 @@ def test_work_starts_at_zero_and_accumulates(evm):
     assert evm.work == 2 * first
     evm.reset_work()
     assert evm.work == 0
+
+
+# ---------------------------------------------------------------------------------------
+# The parallel runtime (chad/runtime/parallel_evm.py): its settings, the static weights that
+# decide the forks, the number of forks decided (`forks_submitted`, independent of the
+# scheduling), and the join: a forked side's adds to existing cells are replayed after the
+# other side's, so every cell gets the array runtime's plusv calls in the same order. Where
+# the scheduling matters, actions made by hand (PAction) wait for each other so that a forked
+# side certainly runs on a pool thread, or a pool of one blocked worker makes it run inline.
+
+
+def test_parallel_settings_are_checked_and_kept():
+    for key in ("max_workers", "grain", "stripes"):
+        for bad in (0, -1, 1.0, "2", None):
+            with pytest.raises(ValueError):
+                ParallelEVM(**{key: bad})
+        assert ParallelEVM(**{key: 1}) is not None
+    e = ParallelEVM(max_workers=3, grain=5, stripes=2)
+    assert (e.max_workers, e.grain, e.stack_bytes) == (3, 5, deep.STACK_BYTES)
+    assert (e.plus, e.thread_init) == (plusv, mark_deep_thread)
+    assert (e.work, e.forks, e.forks_submitted) == (0, 0, 0)
+    assert ParallelEVM(stack_bytes=1 << 24).stack_bytes == 1 << 24
+    d = ParallelEVM()
+    assert (d.max_workers, d.grain) == (8, 64)
+
+
+def test_parallel_weights():
+    e = ParallelEVM(grain=7)
+    a, p = e.add(0, 1.0), e.pure(2)
+    assert (a.weight, p.weight) == (1, 1)
+    assert e.then(a, p).weight == 3
+    assert e.scope(0.0, e.then(a, a)).weight == 4
+    assert e.bind(a, lambda x: (p, 0)).weight == 1 + 1 + 7  # the continuation counts as grain
+    assert e.sequence([a, e.then(a, a), p]).weight == 1 + 1 + 3 + 1
+    assert e.sequence([]).weight == 1
+
+
+def test_then_forks_when_both_sides_weigh_at_least_grain():
+    for grain, forks in ((1, 3), (3, 1), (4, 0)):
+        e = ParallelEVM(max_workers=2, grain=grain)
+        two = e.then(e.add(0, 1.0), e.add(1, 2.0))  # weight 3
+        m = e.then(two, e.then(e.add(1, 3.0), e.add(0, 4.0)))
+        assert e.run(m, [0.0, 0.0]) == (None, [5.0, 5.0], 1 + 2 + (2 + 6 + 6))
+        assert e.forks_submitted == forks
+        assert e.work == 2 + 4  # |env| + the four adds, each once, forked or not
+        e.reset_work()
+        assert (e.work, e.forks, e.forks_submitted) == (0, 0, 0)
+
+
+@pytest.mark.parametrize("workers,n,forks", [
+    (1, 8, 1), (2, 8, 3), (3, 8, 7), (4, 8, 7), (4, 16, 7), (5, 16, 15), (8, 16, 15),
+])
+def test_sequence_forks_to_a_depth_of_log2_workers_plus_one(workers, n, forks):
+    e = ParallelEVM(max_workers=workers, grain=1)
+    acts = [e.add(i % 2, float(i + 1)) for i in range(n)]
+    r, cells, cost = e.run(e.sequence(acts), [0.0, 0.0])
+    assert (r, cost) == (None, 1 + 2 + (2 * n + 2 * (n - 1)))
+    assert cells == [float(sum(range(1, n + 1, 2))), float(sum(range(2, n + 1, 2)))]
+    assert e.forks_submitted == forks
+    assert e.work == 2 + n
+
+
+@pytest.mark.parametrize("grain,forks", [(1, 3), (2, 1), (3, 0)])
+def test_sequence_forks_while_both_halves_weigh_at_least_grain(grain, forks):
+    e = ParallelEVM(max_workers=8, grain=grain)
+    acts = [e.add(0, 1.0), e.add(1, 1.0), e.add(0, 2.0), e.add(1, 2.0)]
+    assert e.run(e.sequence(acts), [0.0, 0.0]) == (None, [3.0, 3.0], 1 + 2 + (8 + 6))
+    assert e.forks_submitted == forks
+
+
+# Weights (by hand) and grains where the split point of a sequence decides the forks: the
+# split is the first point where the left part weighs at least half of the range (but both
+# parts non-empty), and a range forks only if both parts weigh at least grain.
+SPLITS = [
+    ([10, 1, 1, 1], 3, 1),  # split after the first (10 | 3): fork; 1 1 | 1: too light
+    ([1, 1, 10], 2, 1),  # the last weighs more than half: split before it (2 | 10)
+    ([10, 1], 3, 0),  # one part too light: no fork
+    ([3, 1, 1, 3], 3, 1),  # 3 1 | 1 3: fork; then 3 | 1 and 1 | 3: too light
+    ([1, 2, 1, 2, 1], 2, 1),
+    ([5, 5, 1, 5], 3, 2),
+]
+
+
+@pytest.mark.parametrize("weights,grain,forks", SPLITS)
+def test_sequence_splits_in_halves_of_about_equal_weight(weights, grain, forks):
+    e = ParallelEVM(max_workers=8, grain=grain)
+    acts = [PAction(e.add(i % 2, float(i + 1)).fn, w) for i, w in enumerate(weights)]
+    n = len(weights)
+    r, cells, cost = e.run(e.sequence(acts), [0.0, 0.0])
+    assert (r, cost) == (None, 1 + 2 + (2 * n + 2 * (n - 1)))
+    assert cells == [float(sum(range(1, n + 1, 2))), float(sum(range(2, n + 1, 2)))]
+    assert e.forks_submitted == forks
+
+
+def _recording_plus(calls):
+    def plus(new, cell):
+        calls.append((new, cell))
+        return new + cell, 1
+    return plus
+
+
+def _waits_for(event):
+    def fn(ctx):
+        assert event.wait(10)
+        return None, 1
+    return fn
+
+
+def _sets(event, result=None):
+    def fn(ctx):
+        event.set()
+        return result, 1
+    return fn
+
+
+def test_a_side_run_on_the_pool_is_replayed_after_the_inline_side():
+    calls = []
+    started = threading.Event()
+    e = ParallelEVM(max_workers=2, grain=50, plus=_recording_plus(calls))
+    # a waits until b has started, so b runs on a pool thread and adds first in time
+    a = e.then(PAction(_waits_for(started), 100), e.add(0, 1.0))
+    # b's scope is a cell of its own view: added to at once, counted in b's work
+    b = e.then(e.add(0, 2.0), e.then(e.scope(3.0, e.add(2, 4.0)),
+                                     e.then(e.add(1, 5.0), PAction(_sets(started, "b"), 100))))
+    r = e.run(e.then(a, b), [10.0, 20.0])
+    assert r == ("b", [13.0, 25.0], 1 + 2 + (2 + (2 + 1 + 2) + (2 + 2 + (2 + 3 + (2 + 2 + 1)))))
+    # the array runtime's order for the cells that existed at the fork
+    assert calls == [(4.0, 3.0), (1.0, 10.0), (2.0, 11.0), (5.0, 20.0)]
+    assert (e.forks, e.forks_submitted, e.work) == (1, 1, 2 + 4 + 1)  # |env|, adds, the scope
+
+
+def test_a_nested_fork_passes_its_log_up_to_the_owner_of_the_cells():
+    calls = []
+    s1, s2 = threading.Event(), threading.Event()
+    e = ParallelEVM(max_workers=2, grain=50, plus=_recording_plus(calls))
+
+    def b_first(ctx):  # on pool thread 1: let a go on, wait for the nested pool side
+        s1.set()
+        assert s2.wait(10)
+        return None, 1
+
+    a = e.then(PAction(_waits_for(s1), 100), e.add(0, 1.0))
+    b1 = e.then(PAction(b_first, 100), e.add(0, 2.0))
+    b2 = e.then(e.add(0, 3.0), e.then(e.add(1, 4.0), PAction(_sets(s2), 100)))
+    r, cells, cost = e.run(e.then(a, e.then(b1, b2)), [10.0, 20.0])
+    assert (r, cells) == (None, [16.0, 24.0])
+    assert cost == 1 + 2 + (2 + 5 + (2 + 5 + (2 + 2 + (2 + 2 + 1))))
+    assert calls == [(1.0, 10.0), (2.0, 11.0), (3.0, 13.0), (4.0, 20.0)]
+    assert (e.forks, e.forks_submitted, e.work) == (2, 2, 2 + 4)
+
+
+def _private_pool_of_one():
+    """A ParallelEVM with a pool of its own (a new thread_init: a new pool) whose only
+    worker is kept busy until the returned event is set."""
+    e = ParallelEVM(max_workers=1, grain=1, thread_init=lambda: None)
+    gate = threading.Event()
+    blocker = e.start()._pool().submit(gate.wait, 10)
+    return e, gate, blocker
+
+
+def test_a_side_that_has_not_started_runs_inline_after_the_other():
+    e, gate, blocker = _private_pool_of_one()
+    try:
+        m = e.then(e.add(0, 1.0), e.scope(0.0, e.add(1, 2.0)))
+        assert e.run(m, [1.0, 2.0]) == ((0.0, None), [2.0, 4.0], 1 + 2 + (2 + 2 + (1 + 2)))
+        assert (e.forks_submitted, e.forks, e.work) == (1, 0, 2 + 2 + 1)
+    finally:
+        gate.set()
+        blocker.result()
+
+
+def test_an_error_in_the_inline_side_cancels_a_side_not_started():
+    calls = []
+    e, gate, blocker = _private_pool_of_one()
+    e.plus = _recording_plus(calls)
+    try:
+        with pytest.raises(IndexError):
+            e.run(e.then(e.add(3, 1.0), e.add(0, 2.0)), [1.0])
+        assert calls == []
+    finally:
+        gate.set()
+        blocker.result()
+
+
+def test_an_error_in_the_inline_side_waits_for_the_running_side():
+    started, done = threading.Event(), threading.Event()
+
+    def slow(ctx):
+        started.set()
+        time.sleep(0.2)
+        done.set()
+        return None, 1
+
+    def fail(ctx):
+        assert started.wait(10)
+        raise RuntimeError("inline side")
+
+    e = ParallelEVM(max_workers=2, grain=1)
+    with pytest.raises(RuntimeError, match="inline side"):
+        e.run(e.then(PAction(fail, 1), PAction(slow, 1)), [])
+    assert done.is_set()  # no task of the run is still running when run returns
+
+
+def test_the_pool_starts_every_thread_once_and_is_shared():
+    names = []
+
+    def init():
+        names.append(threading.current_thread().name)
+
+    e = ParallelEVM(max_workers=3, thread_init=init)
+    assert e.start() is e
+    assert len(names) == len(set(names)) == 3  # all three threads, started up front
+    assert all(n.startswith("chad-evm") for n in names)
+    ex = e._pool()
+    assert ParallelEVM(max_workers=3, thread_init=init)._pool() is ex  # same settings
+    e.close()
+    assert e._executor is None
+    assert e._pool() is ex  # attaches again
+    assert len(names) == 3
