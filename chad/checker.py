@@ -8,8 +8,9 @@ The checked program is a NEW program in which
 
   * every term node has `.ty` set to its source type;
   * ascriptions `Ann(e, T)` are gone (replaced by the checked `e`);
-  * overloaded primitives are resolved: ADD/MUL/NEG/LT/LE/GT/GE/EQ on Z operands
-    become their `int_variant` (IADD, IMUL, INEG, ILT, ...);
+  * overloaded primitives are resolved: ADD/MUL/NEG/LT/LE/GT/GE/EQ/NE/ABS on Z
+    operands become their `int_variant` (IADD, IMUL, INEG, ILT, ..., IABS), and
+    POW (`x ** y`) with a Z exponent its `int_right_variant` POWI;
   * every `Lam` has `param_ty` (the parameter type, inferred if not written) and
     `captures` (its free local variables, in order of first occurrence in the body);
   * a call `g(x)` of a name that is a local variable of function type (not a def)
@@ -223,7 +224,8 @@ _SYMBOL = {
     "ADD": "+", "MUL": "*", "NEG": "-", "DIV": "/", "LT": "<", "LE": "<=", "GT": ">",
     "GE": ">=", "EQ": "==", "IADD": "+", "IMUL": "*", "INEG": "-", "ILT": "<",
     "ILE": "<=", "IGT": ">", "IGE": ">=", "IEQ": "==", "NE": "!=", "INE": "!=", "LIT": "a real literal",
-    "ILIT": "an integer literal",
+    "ILIT": "an integer literal", "POW": "**", "POWI": "**", "AND": "&&", "OR": "||",
+    "IABS": "abs", "IDIV": "div", "IMOD": "mod",
 }
 # Primitives of the source language not (or not yet) in the PRIMITIVES table.
 _EXTRA_PRIMS: dict[str, tuple[Type, Type]] = {"SUM": (ArrayT(R), R)}
@@ -596,6 +598,8 @@ class _Checker:
             if base == Z:
                 op = p.int_variant
             return attrs.evolve(t, op=op, arg=arg, ty=PRIMITIVES[op].res)
+        if p is not None and p.int_right_variant is not None and isinstance(t.arg, Pair):
+            return self._right_overloaded(t, p, sym)
         arg_ty, res = sig
         if isinstance(arg_ty, Prod) and isinstance(t.arg, Pair):
             left = self.elab(t.arg.left, arg_ty.left, Ctx(f"the first argument of {sym}"))
@@ -605,6 +609,22 @@ class _Checker:
             where = sym if op in ("LIT", "ILIT") else f"the argument of {sym}"
             arg = self.elab(t.arg, arg_ty, Ctx(where))
         return attrs.evolve(t, arg=arg, ty=res)
+
+    def _right_overloaded(self, t: Prim, p, sym: str):
+        """`x ** y`: the first operand of the primitive's type, the second R or Z
+        (Z selects the `int_right_variant`)."""
+        pair = t.arg
+        left = self.elab(pair.left, p.arg.left, Ctx(f"the first argument of {sym}"))
+        if self.synth(pair.right):
+            right = self.elab(pair.right, HOLE, _NO_CTX)
+            if right.ty not in (p.arg.right, Z):
+                raise self.error(f"the second argument of {sym} must be {show(p.arg.right)} "
+                                 f"or Z, found {show(right.ty)}", pair.right)
+        else:
+            right = self.elab(pair.right, p.arg.right, Ctx(f"the second argument of {sym}"))
+        op = p.int_right_variant if right.ty == Z else t.op
+        arg = attrs.evolve(pair, left=left, right=right, ty=Prod(left.ty, right.ty))
+        return attrs.evolve(t, op=op, arg=arg, ty=PRIMITIVES[op].res)
 
     def _overloaded_arg(self, t: Prim, sym: str, binary: bool, array: bool = False):
         """Elaborate the argument of an R/Z operator (of an Array R / Array Z one

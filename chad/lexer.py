@@ -2,7 +2,7 @@
 
 Tokens are names, keywords, integer and real literals, and the symbols
 
-    ( ) , : = -> \\ { } | + - * / ! < <= > >= ==
+    ( ) [ ] , : = -> \\ { } | + - * / ** ! < <= > >= == != && ||
 
 Whitespace separates tokens; `#` starts a comment that runs to the end of the
 line. Line breaks are exactly those of `str.splitlines` (\\n, \\r\\n, \\r, \\v, \\f,
@@ -29,13 +29,15 @@ PREFIX1 = {  # one-argument prefix forms -> Prim op (None: a node of its own)
     "fst": None, "snd": None, "inl": None, "inr": None, "length": None,
     "sign": "SIGN", "toreal": "TOREAL", "exp": "EXP", "log": "LOG", "sin": "SIN",
     "cos": "COS", "tanh": "TANH", "sqrt": "SQRT", "sum": "SUM", "floor": "FLOOR",
+    "abs": "ABS", "atan": "ATAN", "log1p": "LOG1P", "not": "NOT",
 }
 PREFIX2 = ("build", "fold", "map")
+CALL2 = {"max": "MAX", "min": "MIN", "div": "IDIV", "mod": "IMOD"}  # built-in f(a, b) -> Prim op
 KEYWORDS = frozenset({
     "def", "let", "in", "case", "of", "if", "then", "else", "true", "false",
-    *PREFIX1, *PREFIX2,
+    *PREFIX1, *PREFIX2, *CALL2,
 })
-SYMBOLS = ("->", "<=", ">=", "==", "!=", "(", ")", "[", "]", ",", ":", "=", "\\", "{", "}", "|",
+SYMBOLS = ("->", "<=", ">=", "==", "!=", "**", "&&", "||", "(", ")", "[", "]", ",", ":", "=", "\\", "{", "}", "|",
            "+", "-", "*", "/", "!", "<", ">")
 
 NAME, INT, REAL, KW, SYM, EOF = "name", "int", "real", "keyword", "symbol", "end"
@@ -51,8 +53,6 @@ _REAL_RE = re.compile(r"[0-9]+(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?\Z")
 # Two-character sequences that are never valid, with a hint.
 _BAD_PAIRS = {
     "=>": "'=>' is not an operator; did you mean '->'?",
-    "||": "there is no '||' operator; use if-then-else on Bool",
-    "&&": "there is no '&&' operator; use if-then-else on Bool",
     ":=": "':=' is not an operator; bind a name with `let x = e in ...`",
 }
 _HINTS = {
@@ -60,8 +60,9 @@ _HINTS = {
     "'": "a name cannot start with a quote",
     '"': "the language has no strings",
     ";": "there are no statements; chain bindings with `let x = e in ...`",
-    "%": "there is no remainder operator",
-    "^": "there is no power operator; use exp (y * log x) or repeated *",
+    "%": "there is no '%' operator; the remainder is mod(i, j)",
+    "^": "there is no '^' operator; the power is x ** y",
+    "&": "the conjunction is '&&'",
     ".": "there is no '.' operator; use fst / snd for pairs and a ! i for arrays",
 }
 
@@ -110,7 +111,7 @@ _MASTER_RE = re.compile(
     r"|(?P<com>#[^" + _NL_CHARS + r"]*)"
     r"|(?P<name>[A-Za-z_][A-Za-z0-9_']*)"
     r"|(?P<num>[0-9](?:[A-Za-z0-9_'.]|(?<=[eE])[+-])*)"
-    r"|(?P<bad>=>|\|\||&&|:=)"
+    r"|(?P<bad>=>|:=)"
     r"|(?P<sym>" + "|".join(re.escape(s) for s in SYMBOLS) + "))")
 
 

@@ -30,8 +30,8 @@ import sys
 
 from .deep import reliable_recursion_limit, run_deep
 from .errors import ParseError
-from .lexer import (EOF, INT, KW, NAME, PREFIX1, PREFIX2, REAL, SYM, Token, error_source,
-                    tokenize)
+from .lexer import (CALL2, EOF, INT, KW, NAME, PREFIX1, PREFIX2, REAL, SYM, Token,
+                    error_source, tokenize)
 from .terms import (Ann, App, ArrayLit, Build, Call, Case, Def, Fold, Fst, Index, Inl, Inr, Lam, Length,
                     Let, Loc, MapA, Param, Pair, Prim, Program, Snd, Term, Unit, Var)
 from .types import BOOL, R, Z, UNIT, ArrayT, Fun, Prod, Sum, Type
@@ -43,10 +43,12 @@ from .types import BOOL, R, Z, UNIT, ArrayT, Fun, Prod, Sum, Type
 MAX_DEPTH = 20_000
 
 _CMP_OPS = {"<": "LT", "<=": "LE", ">": "GT", ">=": "GE", "==": "EQ", "!=": "NE"}
-_LEVEL_CMP, _LEVEL_ADD, _LEVEL_MUL = 1, 2, 3
+_LEVEL_OR, _LEVEL_AND, _LEVEL_CMP, _LEVEL_ADD, _LEVEL_MUL, _LEVEL_POW = 1, 2, 3, 4, 5, 6
 _BINOPS = {sym: (op, _LEVEL_CMP) for sym, op in _CMP_OPS.items()}
-_BINOPS.update({"+": ("ADD", _LEVEL_ADD), "-": ("ADD", _LEVEL_ADD),
-                "*": ("MUL", _LEVEL_MUL), "/": ("DIV", _LEVEL_MUL)})
+_BINOPS.update({"||": ("OR", _LEVEL_OR), "&&": ("AND", _LEVEL_AND),
+                "+": ("ADD", _LEVEL_ADD), "-": ("ADD", _LEVEL_ADD),
+                "*": ("MUL", _LEVEL_MUL), "/": ("DIV", _LEVEL_MUL),
+                "**": ("POW", _LEVEL_POW)})
 _OPEN_KWS = ("let", "if")
 _TYPE_NAMES = {"R": R, "Z": Z, "Bool": BOOL}
 
@@ -258,15 +260,16 @@ class _Parser:
 
     def ascription(self) -> Term:
         start = self.tok
-        e = self.binary(_LEVEL_CMP)
+        e = self.binary(_LEVEL_OR)
         while self.at(":"):
             self.advance()
             e = Ann(e, self.type_(), loc=self.loc(start))
         return e
 
     def binary(self, min_level: int) -> Term:
-        """Binary operators by precedence climbing: comparisons (non-associative),
-        then + - and * / (left associative)."""
+        """Binary operators by precedence climbing, loosest first: || and &&
+        (left associative), comparisons (non-associative), + - and * / (left
+        associative), ** (right associative)."""
         start = self.tok
         a = self.unary()
         while True:
@@ -276,7 +279,12 @@ class _Parser:
                 return a
             op, level = info
             self.advance()
-            b = self.binary(level + 1)
+            if level == _LEVEL_POW:  # right associative: recursion, so it counts as nesting
+                self.enter()
+                b = self.binary(level)
+                self.depth -= 1
+            else:
+                b = self.binary(level + 1)
             if t.text == "-":
                 b = Prim("NEG", b, loc=self.loc(t))
             loc = self.loc(start)
@@ -286,7 +294,7 @@ class _Parser:
                 if nt.kind == SYM and nt.text in _CMP_OPS:
                     raise self.error("comparisons do not chain (a < b < c is not allowed); "
                                      "compare two values at a time and combine with "
-                                     "if-then-else")
+                                     "&&: a < b && b < c")
 
     def unary(self) -> Term:
         negs = []
@@ -401,7 +409,7 @@ class _Parser:
     def starts_atom(self) -> bool:
         t = self.tok
         return (t.kind in (NAME, INT, REAL) or (t.kind == SYM and t.text in ("(", "["))
-                or (t.kind == KW and t.text in ("true", "false", "case")))
+                or (t.kind == KW and (t.text in ("true", "false", "case") or t.text in CALL2)))
 
     def not_an_argument(self, what: str) -> None:
         """Explain the forms that cannot stand as an argument without parentheses."""
@@ -442,6 +450,8 @@ class _Parser:
             loc = self.loc(t)
             return Prim("LIT", Unit(loc=loc), float(t.text), loc=loc)
         if k == KW:
+            if t.text in CALL2:
+                return self.builtin_call(t)
             if t.text in ("true", "false"):
                 self.advance()
                 loc = self.loc(t)
@@ -505,6 +515,28 @@ class _Parser:
                 self.advance()
         self.expect(")", f"',' or ')' in the call of {name_tok.text}")
         return Call(name_tok.text, tuple(args), loc=self.loc(name_tok))
+
+    def builtin_call(self, kw: Token) -> Term:
+        """`max(a, b)`, `min(a, b)`, `div(i, j)`, `mod(i, j)`: exactly two arguments,
+        the primitive applied to the pair."""
+        self.advance()
+        shape = f"{kw.text}(a, b)"
+        if not self.at("("):
+            raise self.expected(f"'(' after '{kw.text}': it is called with two "
+                                f"arguments, {shape}")
+        self.advance()
+        self.enter()
+        a = self.expr()
+        if not self.at(","):
+            raise self.expected(f"',' and the second argument of {shape}")
+        self.advance()
+        b = self.expr()
+        if self.at(","):
+            raise self.error(f"{kw.text} takes two arguments: {shape}")
+        self.expect(")", f"')' to close {shape}")
+        self.depth -= 1
+        loc = self.loc(kw)
+        return Prim(CALL2[kw.text], Pair(a, b, loc=loc), loc=loc)
 
     def case_form(self) -> Term:
         kw = self.advance()

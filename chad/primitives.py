@@ -14,7 +14,15 @@ Each entry holds everything about one primitive:
     the same result as `evaluate` (`_math` is the math module there), or None
     for a call of `evaluate`.
 The surface spelling lives in the parser/printer; the checker resolves overloaded
-surface operators (`+` on R is ADD, on Z is IADD) with `int_variant`.
+surface operators (`+` on R is ADD, on Z is IADD) with `int_variant`, and `**`
+with a Z exponent (POW to POWI) with `int_right_variant`.
+
+Derivatives at kinks follow one convention, the same in every backend and
+runtime (they are target terms, so every backend runs the same term): `abs` has
+derivative 0 at 0; `max(a, b)` returns `a` unless `b > a` and its gradient goes
+to the argument returned (at a tie, the first); `min(a, b)` likewise with
+`b < a`. `x ** y` has x-derivative `y * x ** (y - 1)` (0 where y is 0) and
+y-derivative `log x * x ** y` where x > 0, 0 elsewhere (docs/language.md).
 
 Adding `tanh` touches exactly one entry below.
 """
@@ -27,7 +35,7 @@ from typing import Callable
 from attrs import frozen
 
 from .errors import EvalError
-from .terms import Fst, LPair, LPairZero, LUnit, Pair, Prim, Snd, Term, Unit
+from .terms import Case, Fst, LPair, LPairZero, LSumZero, LUnit, Pair, Prim, Snd, Term, Unit
 from .types import BOOL, UNIT, Prod, R, Sum, Type, Z
 from .values import FALSE, TRUE, Inj
 
@@ -49,6 +57,9 @@ class Primitive:
     # over the argument's components ({0}, or {0} and {1} for a pair argument)
     # with exactly `evaluate`'s result; None: the compiled code calls `evaluate`
     inline: str | None = None
+    # the version whose SECOND operand is Z (`x ** n`: POW -> POWI); the first
+    # operand keeps its type
+    int_right_variant: str | None = None
 
 
 PRIMITIVES: dict[str, Primitive] = {}
@@ -80,6 +91,20 @@ def scale(d: Term, factor: Term) -> Term:
 
 def lzero_real() -> Term:
     return Prim("LZERO", LUnit())
+
+
+def ilit(n: int) -> Term:
+    return Prim("ILIT", Unit(), int(n))
+
+
+# The binder of the cases in derivatives: never used in the branches ('$' is in
+# no source name, and the transforms' fresh names are stem$number).
+_UNUSED = "k$prim"
+
+
+def branch(cond: Term, if_true: Term, if_false: Term) -> Term:
+    """if cond then if_true else if_false, as a target term."""
+    return Case(cond, _UNUSED, if_true, _UNUSED, if_false)
 
 
 # ----------------------------------------------------------------- evaluation helpers
@@ -117,6 +142,62 @@ def _floor(x: float) -> int:
     if not math.isfinite(x):
         _domain("floor", x, "the argument must be a finite real")
     return math.floor(x)
+
+
+def _log1p(x: float) -> float:
+    if x < -1.0 or math.isnan(x):
+        _domain("log1p", x, "the argument must not be less than -1")
+    return math.log1p(x) if x > -1.0 else -math.inf
+
+
+def _odd(y: float) -> bool:
+    return math.isfinite(y) and math.fmod(y, 2.0) in (1.0, -1.0)
+
+
+def _pow(xy) -> float:
+    """x ** y on R (math.pow): a zero base with a negative exponent and a
+    negative base with a non-integer exponent are runtime errors; an overflow
+    is an infinity (as for exp)."""
+    x, y = xy
+    if x == 0.0 and y < 0.0:
+        raise EvalError(f"division by zero: {x!r} ** {y!r} (zero to a negative power)")
+    try:
+        return math.pow(x, y)
+    except ValueError:
+        raise EvalError(f"{x!r} ** {y!r}: a negative base needs an integer exponent") from None
+    except OverflowError:
+        return -math.inf if x < 0.0 and _odd(y) else math.inf
+
+
+def _powi(xn) -> float:
+    """x ** n with n : Z: as math.pow(x, n), with the sign from the parity of n
+    itself (also when n is too large for a float)."""
+    x, n = xn
+    if x == 0.0 and n < 0:
+        raise EvalError(f"division by zero: {x!r} ** {n!r} (zero to a negative power)")
+    try:
+        e = float(n)
+    except OverflowError:
+        e = math.inf if n > 0 else -math.inf
+    try:
+        r = math.pow(abs(x), e)
+    except OverflowError:
+        r = math.inf
+    return -r if n % 2 == 1 and math.copysign(1.0, x) < 0.0 else r
+
+
+def _idiv(ij) -> int:
+    i, j = ij
+    if j == 0:
+        raise EvalError(f"division by zero: div({i!r}, {j!r})")
+    return i // j
+
+
+def _imod(ij) -> int:
+    i, j = ij
+    if j == 0:
+        raise EvalError(f"division by zero: mod({i!r}, {j!r})")
+    return i % j
 
 
 def _sign(x: float) -> Inj:
@@ -178,6 +259,64 @@ register(Primitive("SQRT", R, R, _sqrt,
 register(Primitive("TOREAL", Z, R, float, lambda p, d: LUnit(), doc="Z to R"))
 register(Primitive("FLOOR", R, Z, _floor, lambda p, d: lzero_real(),
                    doc="the largest integer <= x (R to Z); its derivative is zero"))
+
+register(Primitive("ABS", R, R, abs,
+                   lambda p, d: branch(prim("GT", p, lit(0.0)), d,
+                                       branch(prim("LT", p, lit(0.0)), Prim("LNEG", d),
+                                              lzero_real())),
+                   int_variant="IABS", doc="|x| on R; its derivative at 0 is 0",
+                   inline="_abs({0})"))
+register(Primitive("IABS", Z, Z, abs, lambda p, d: LUnit(), doc="|n| on Z",
+                   inline="_abs({0})"))
+register(Primitive("ATAN", R, R, math.atan,
+                   lambda p, d: scale(d, prim("DIV", lit(1.0), prim(
+                       "ADD", lit(1.0), prim("MUL", p, p)))),
+                   doc="arctangent", inline="_math.atan({0})"))
+register(Primitive("LOG1P", R, R, _log1p,
+                   lambda p, d: scale(d, prim("DIV", lit(1.0), prim("ADD", lit(1.0), p))),
+                   doc="log (1 + x), exact near 0; -inf at -1"))
+register(Primitive("POW", RR, R, _pow,
+                   lambda p, d: LPair(
+                       branch(prim("EQ", Snd(p), lit(0.0)), lzero_real(),
+                              scale(d, prim("MUL", Snd(p), prim(
+                                  "POW", Fst(p), prim("ADD", Snd(p), lit(-1.0)))))),
+                       branch(prim("GT", Fst(p), lit(0.0)),
+                              scale(d, prim("MUL", prim("LOG", Fst(p)), prim("POW", p))),
+                              lzero_real())),
+                   int_right_variant="POWI",
+                   doc="x ** y on R; the y-derivative is 0 where x > 0 does not hold"))
+register(Primitive("POWI", Prod(R, Z), R, _powi,
+                   lambda p, d: LPair(
+                       branch(prim("IEQ", Snd(p), ilit(0)), lzero_real(),
+                              scale(d, prim("MUL", prim("TOREAL", Snd(p)), prim(
+                                  "POWI", Fst(p), prim("IADD", Snd(p), ilit(-1)))))),
+                       LUnit()),
+                   doc="x ** n, an R to an integer power"))
+register(Primitive("MAX", RR, R, lambda a: a[1] if a[1] > a[0] else a[0],
+                   lambda p, d: branch(prim("GT", Snd(p), Fst(p)),
+                                       LPair(lzero_real(), d), LPair(d, lzero_real())),
+                   doc="max(a, b): a unless b > a; the gradient goes to the one returned",
+                   inline="({1} if {1} > {0} else {0})"))
+register(Primitive("MIN", RR, R, lambda a: a[1] if a[1] < a[0] else a[0],
+                   lambda p, d: branch(prim("LT", Snd(p), Fst(p)),
+                                       LPair(lzero_real(), d), LPair(d, lzero_real())),
+                   doc="min(a, b): a unless b < a; the gradient goes to the one returned",
+                   inline="({1} if {1} < {0} else {0})"))
+register(Primitive("IDIV", ZZ, Z, _idiv, lambda p, d: LPair(LUnit(), LUnit()),
+                   doc="div(i, j): floor division on Z (Python's //)",
+                   inline="({0} // {1})"))
+register(Primitive("IMOD", ZZ, Z, _imod, lambda p, d: LPair(LUnit(), LUnit()),
+                   doc="mod(i, j): the remainder of floor division (Python's %)",
+                   inline="({0} % {1})"))
+register(Primitive("NOT", BOOL, BOOL, lambda b: FALSE if b.side == 0 else TRUE,
+                   lambda p, d: LSumZero(), doc="not on Bool",
+                   inline="(_FALSE if {0}.side == 0 else _TRUE)"))
+register(Primitive("AND", Prod(BOOL, BOOL), BOOL, lambda a: a[1] if a[0].side == 0 else a[0],
+                   lambda p, d: LPairZero(), doc="a && b on Bool (both evaluated)",
+                   inline="({1} if {0}.side == 0 else {0})"))
+register(Primitive("OR", Prod(BOOL, BOOL), BOOL, lambda a: a[0] if a[0].side == 0 else a[1],
+                   lambda p, d: LPairZero(), doc="a || b on Bool (both evaluated)",
+                   inline="({0} if {0}.side == 0 else {1})"))
 
 for _name, _fn in [("LT", lambda a: a[0] < a[1]), ("LE", lambda a: a[0] <= a[1]),
                    ("GT", lambda a: a[0] > a[1]), ("GE", lambda a: a[0] >= a[1]),

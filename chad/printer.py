@@ -32,7 +32,7 @@ from __future__ import annotations
 import math
 
 
-from .lexer import PREFIX1
+from .lexer import CALL2, PREFIX1
 from .parser import fresh_name, run_maybe_deep
 from .terms import (Ann, App, Build, Call, Case, Def, Fold, Fst, Inl, Inr, Lam, Let, MapA,
                     Pair, Prim, Program, Snd, Term, Unit, Var, children)
@@ -40,7 +40,8 @@ from .types import BOOL, show_type
 
 # Precedence levels: a term of level p printed where level q is required gets
 # parentheses when p < q.
-P_OPEN, P_CMP, P_ADD, P_MUL, P_UNARY, P_INDEX, P_PREFIX, P_APP, P_ATOM = 0, 2, 3, 4, 5, 6, 7, 8, 9
+(P_OPEN, P_OR, P_AND, P_CMP, P_ADD, P_MUL, P_POW, P_UNARY, P_INDEX, P_PREFIX, P_APP,
+ P_ATOM) = 0, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12
 
 BINOPS = {
     "ADD": ("+", P_ADD), "IADD": ("+", P_ADD),
@@ -49,12 +50,16 @@ BINOPS = {
     "EQ": ("==", P_CMP),
     "ILT": ("<", P_CMP), "ILE": ("<=", P_CMP), "IGT": (">", P_CMP), "IGE": (">=", P_CMP),
     "IEQ": ("==", P_CMP), "NE": ("!=", P_CMP), "INE": ("!=", P_CMP),
+    "POW": ("**", P_POW), "POWI": ("**", P_POW), "AND": ("&&", P_AND), "OR": ("||", P_OR),
 }
 # Operands of a binary operator: (left level, right level) by the operator's level.
-_OPERANDS = {P_CMP: (P_ADD, P_ADD), P_ADD: (P_ADD, P_MUL), P_MUL: (P_MUL, P_UNARY)}
+_OPERANDS = {P_OR: (P_OR, P_AND), P_AND: (P_AND, P_CMP), P_CMP: (P_ADD, P_ADD),
+             P_ADD: (P_ADD, P_MUL), P_MUL: (P_MUL, P_POW), P_POW: (P_UNARY, P_POW)}
 NEG_OPS = frozenset({"NEG", "INEG"})
 PREFIX_OPS = {op: kw for kw, op in PREFIX1.items() if op is not None}  # "SIN" -> "sin"
 PREFIX_OPS["ISUM"] = "sum"  # sum on Array Z (the checker's int variant of SUM)
+PREFIX_OPS["IABS"] = "abs"  # abs on Z
+CALL_OPS = {op: kw for kw, op in CALL2.items()}  # "MAX" -> "max": max(a, b)
 WIDTH = 100  # a def body shorter than this (and without lets) goes on the def's line
 
 
@@ -241,7 +246,7 @@ class SourcePrinter:
             self.w("true" if isinstance(e, Inl) else "false")
             return
         self.w("(")
-        self.emit(e, P_CMP, ind + 2)
+        self.emit(e, P_OR, ind + 2)
         self.w(f" : {show_type(t.ann)})")
 
     # ------------------------------------------------------------- primitives
@@ -258,14 +263,21 @@ class SourcePrinter:
             self.close_paren(prec > P_UNARY)
         elif op in PREFIX_OPS:
             self.prefix(PREFIX_OPS[op], t.arg, prec, ind)
+        elif op in CALL_OPS and isinstance(t.arg, Pair):
+            self.w(CALL_OPS[op] + "(")
+            self.emit(t.arg.left, P_OPEN, ind + 2)
+            self.w(", ")
+            self.emit(t.arg.right, P_OPEN, ind + 2)
+            self.w(")")
         else:
             self.prim_other(t, prec, ind)
 
     def prim_other(self, t: Prim, prec: int, ind: int) -> None:
         """A primitive with no surface syntax (override to print target primitives)."""
-        if t.op in BINOPS:  # an operator applied to something that is not a pair
+        if t.op in BINOPS or t.op in CALL_OPS:  # applied to something that is not a pair
             self.open_paren(prec > P_APP)
-            self.w(f"({BINOPS[t.op][0]}) ")
+            sym = BINOPS[t.op][0] if t.op in BINOPS else CALL_OPS[t.op]
+            self.w(f"({sym}) ")
             self.emit(t.arg, P_ATOM, ind)
             self.close_paren(prec > P_APP)
             return
@@ -332,7 +344,7 @@ class SourcePrinter:
             self.w("true" if kw == "inl" else "false")
         else:
             self.w("(")
-            self.prefix(kw, t.expr, P_CMP, ind + 2)
+            self.prefix(kw, t.expr, P_OR, ind + 2)
             self.w(f" : {show_type(t.ty)})")
 
     def p_Length(self, t, prec, ind):

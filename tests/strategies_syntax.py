@@ -26,8 +26,10 @@ from chad.types import BOOL, R, UNIT, Z, ArrayT, Fun, Prod, Sum
 
 NAMES = ("x", "y", "z", "acc", "x'", "_t", "v2", "p_1", "p_2")
 DEF_NAMES = ("g", "h", "main", "k'")
-BINARY_OPS = ("ADD", "MUL", "DIV", "LT", "LE", "GT", "GE", "EQ")
-UNARY_OPS = ("SIGN", "EXP", "LOG", "SIN", "COS", "TANH", "SQRT", "TOREAL", "SUM")
+BINARY_OPS = ("ADD", "MUL", "DIV", "LT", "LE", "GT", "GE", "EQ", "POW", "AND", "OR",
+              "MAX", "MIN", "IDIV", "IMOD")
+UNARY_OPS = ("SIGN", "EXP", "LOG", "SIN", "COS", "TANH", "SQRT", "TOREAL", "SUM", "ABS",
+             "ATAN", "LOG1P", "NOT")
 
 names = st.sampled_from(NAMES)
 

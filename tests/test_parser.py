@@ -404,7 +404,7 @@ def perr(src, expr=True):
     ("let x : R = 1.0 in x", "a let binding has no type annotation", 7),
     ("let 3 = x in x", "expected a name or a pair pattern (x, y) after 'let'", 5),
     ("x != y != z", "comparisons do not chain", 8),
-    ("x && y", "there is no '&&' operator", 3),
+    ("x & y", "unknown character '&'; the conjunction is '&&'", 3),
     ("\\x => x", "'=>' is not an operator; did you mean '->'?", 4),
     ("λx -> x", "unknown character 'λ' (U+03BB); write a lambda as \\x -> e", 1),
     ("x\x00", "unknown character '\\x00' (U+0000)", 2),

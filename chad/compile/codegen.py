@@ -45,7 +45,7 @@ from chad.terms import (
     LInl, LInr, LPair, LPairZero, LSnd, LSumZero, LUnit, Pair, Prim, PureEVM, RunEVM,
     ScopeEVM, Snd, ThenEVM, Unit, Var, binders_of, children, free_vars,
 )
-from chad.values import Inj, cells_to_env_tuple, env_tuple_to_cells
+from chad.values import FALSE, TRUE, Inj, cells_to_env_tuple, env_tuple_to_cells
 
 from . import support
 from .registers import reuse_locals
@@ -110,7 +110,8 @@ class Gen:
         self.inline = inline
         self.prepare = prepare or (lambda t: t)
         self.ns: dict = {
-            "_math": math, "_sin": math.sin, "_cos": math.cos, "_Inj": Inj, "_padd": support.padd, "_zerov": zerov,
+            "_math": math, "_sin": math.sin, "_cos": math.cos, "_abs": abs, "_TRUE": TRUE,
+            "_FALSE": FALSE, "_Inj": Inj, "_padd": support.padd, "_zerov": zerov,
             "_e2c": env_tuple_to_cells, "_c2e": cells_to_env_tuple,
             "_run_rule": support.run_rule, "_partial": functools.partial,
             "_kwrap": support.kwrap,
@@ -281,7 +282,7 @@ class Gen:
     def _case(self, t: Case, body_fn) -> str:
         if type(self.cells) is LocalCells:
             self.cells.empty.clear()  # a cell may be added to in one branch only
-        s = self.value(t.scrut)
+        s = self.atom(self.value(t.scrut))  # read twice: .side and .value
         result = self.fresh("v")
         self.emit(f"if {s}.side == 0:")
         for side, name, body in ((0, t.lname, t.lbody), (1, t.rname, t.rbody)):

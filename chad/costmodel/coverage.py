@@ -82,6 +82,11 @@ def _is_cmp(t) -> bool:
     return type(t) is Prim and t.op in _COMPARISONS
 
 
+def _is_condition(t) -> bool:
+    """A comparison, or && || not of conditions: what `if` tests."""
+    return type(t) is Prim and (t.op in _COMPARISONS or t.op in ("AND", "OR", "NOT"))
+
+
 def _general_fold(t) -> bool:
     """A fold whose body is not `fst p + snd p` or `fst p * snd p`."""
     if type(t) is not Fold:
@@ -148,18 +153,23 @@ def _has_arrays(program: Program) -> bool:
 FEATURES: tuple[Feature, ...] = (
     Feature("let", "first-order", lambda t: type(t) is Let and type(t.rhs) is not Lam),
     Feature("case on a sum", "first-order",
-            lambda t: type(t) is Case and not _is_cmp(t.scrut)
+            lambda t: type(t) is Case and not _is_condition(t.scrut)
             and not (type(t.scrut) is Prim and t.scrut.op == "SIGN")),
     Feature("if (case on a comparison)", "first-order",
-            lambda t: type(t) is Case and _is_cmp(t.scrut)),
+            lambda t: type(t) is Case and _is_condition(t.scrut)),
     Feature("sign", "first-order", lambda t: type(t) is Prim and t.op == "SIGN"),
     Feature("pair and projection", "first-order", lambda t: type(t) in (Fst, Snd)),
     Feature("injection", "first-order", lambda t: type(t) in (Inl, Inr)),
     Feature("+ * on R", "first-order", lambda t: type(t) is Prim and t.op in ("ADD", "MUL")),
-    Feature("sin cos tanh neg", "first-order",
-            lambda t: type(t) is Prim and t.op in ("SIN", "COS", "TANH", "NEG")),
-    Feature("+ * on Z", "first-order", lambda t: type(t) is Prim and t.op in ("IADD", "IMUL")),
+    Feature("sin cos tanh neg abs atan log1p", "first-order",
+            lambda t: type(t) is Prim and t.op in ("SIN", "COS", "TANH", "NEG", "ABS", "ATAN",
+                                                   "LOG1P")),
+    Feature("** max min", "first-order",
+            lambda t: type(t) is Prim and t.op in ("POW", "POWI", "MAX", "MIN")),
+    Feature("+ * div mod abs on Z", "first-order",
+            lambda t: type(t) is Prim and t.op in ("IADD", "IMUL", "IDIV", "IMOD", "IABS")),
     Feature("comparison", "first-order", _is_cmp),
+    Feature("&& || not", "first-order", lambda t: type(t) is Prim and t.op in ("AND", "OR", "NOT")),
     Feature("floor toreal", "first-order",
             lambda t: type(t) is Prim and t.op in ("FLOOR", "TOREAL")),
     Feature("deep sharing", "first-order",

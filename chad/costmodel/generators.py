@@ -16,8 +16,9 @@ The language covered is switched by flags:
 
   * always: R, Z, (), pairs, sums, Bool; let, case (on any sum, on `sign e`, on a
     comparison: `if`), fst/snd (also as projection paths out of a variable, the
-    shape naive CHAD pays for), the scalar primitives (+ * - on R and Z, sin, cos,
-    tanh, toreal, comparisons), literals;
+    shape naive CHAD pays for), the scalar primitives (+ * - max min on R, + * - div
+    mod abs on Z, sin, cos, tanh, abs, atan, log1p of an absolute value, (abs e +
+    1.0) ** c, floor, toreal, comparisons, && || not), literals;
   * `arrays=True`: parameters and results of type Array T; `build n (\\i -> e)`,
     `a ! k` (indices always in range: lengths are tracked), `length a`, `sum a`,
     `map (\\x -> e) a`, `fold (\\p -> fst p + snd p) a` (needs chad.arrays);
@@ -60,8 +61,9 @@ from chad.values import Inj, value_to_json
 from .measure import run_primal
 
 # Unary real primitives that are total and tame on the inputs we generate.
-SAFE_UNARY = ("NEG", "SIN", "COS", "TANH")
+SAFE_UNARY = ("NEG", "SIN", "COS", "TANH", "ABS", "ATAN")
 COMPARISONS = ("LT", "LE", "GT", "GE", "EQ", "NE")
+BOOL_OPS = ("NOT", "AND", "OR")
 REAL_LITERALS = (1.0, 0.5, 2.0, 1.5, 0.25, 3.0)
 
 
@@ -316,6 +318,7 @@ _SIZES = st.one_of(st.integers(1, 3), st.integers(1, 3), st.integers(1, 3),
                    st.sampled_from(LARGE_SIZES))
 _SHARES = (10, 12, 16, 24)
 _HELPER_RICH = st.sampled_from([True, True, True, False])
+_LIKELY = st.sampled_from([True, True, False])
 CHAIN_BUDGET = 2000  # element evaluations of a chain, past which no build layer is added
 _CHAIN_SIZES = st.one_of(st.integers(1, 3), st.integers(1, 3), st.integers(1, 3),
                          st.sampled_from((10, 30)))
@@ -504,18 +507,41 @@ class _TypedTermGen:
 
     # scalar operations ----------------------------------------------------------
     def k_binop(self, ctx, ty, depth, vis):
-        op = self.pick((["ADD", "MUL"]))
+        op = self.pick((["ADD", "MUL", "MAX", "MIN", "POW"]))
+        if op == "POW":
+            return self.k_pow(ctx, ty, depth, vis)
         return Prim(op, Pair(self.term(ctx, R, depth + 1), self.term(ctx, R, depth + 1),
                              ty=Prod(R, R)), ty=R)
 
+    def k_pow(self, ctx, ty, depth, vis):
+        """(abs e + 1.0) ** c: a base >= 1 and a small exponent (0.5, 1.5 or 2.0,
+        or an integer 0..2), so that it is total and its derivative finite."""
+        e = self.term(ctx, R, depth + 1)
+        one = Prim("LIT", Unit(ty=UNIT), 1.0, ty=R)
+        base = Prim("ADD", Pair(Prim("ABS", e, ty=R), one, ty=Prod(R, R)), ty=R)
+        if self.draw(_BOOLS):
+            c = Prim("LIT", Unit(ty=UNIT), self.pick((0.5, 1.5, 2.0)), ty=R)
+            return Prim("POW", Pair(base, c, ty=Prod(R, R)), ty=R)
+        n = Prim("ILIT", Unit(ty=UNIT), self.draw(_index(3)), ty=Z)
+        return Prim("POWI", Pair(base, n, ty=Prod(R, Z)), ty=R)
+
     def k_ibinop(self, ctx, ty, depth, vis):
-        op = self.pick((["IADD", "IMUL"]))
-        return Prim(op, Pair(self.term(ctx, Z, depth + 1), self.term(ctx, Z, depth + 1),
-                             ty=Prod(Z, Z)), ty=Z)
+        op = self.pick((["IADD", "IMUL", "IDIV", "IMOD", "IABS"]))
+        left = self.term(ctx, Z, depth + 1)
+        if op == "IABS":
+            return Prim(op, left, ty=Z)
+        if op in ("IDIV", "IMOD"):  # a nonzero literal divisor: total
+            right = Prim("ILIT", Unit(ty=UNIT), 1 + self.draw(_index(3)), ty=Z)
+        else:
+            right = self.term(ctx, Z, depth + 1)
+        return Prim(op, Pair(left, right, ty=Prod(Z, Z)), ty=Z)
 
     def k_unop(self, ctx, ty, depth, vis):
-        op = self.pick((SAFE_UNARY))
-        return Prim(op, self.term(ctx, R, depth + 1), ty=R)
+        op = self.pick((SAFE_UNARY + ("LOG1P",)))
+        arg = self.term(ctx, R, depth + 1)
+        if op == "LOG1P":  # only on arguments >= 0 (> -1): total
+            arg = Prim("ABS", arg, ty=R)
+        return Prim(op, arg, ty=R)
 
     def k_toreal(self, ctx, ty, depth, vis):
         return Prim("TOREAL", self.term(ctx, Z, depth + 1), ty=R)
@@ -524,7 +550,13 @@ class _TypedTermGen:
         return Prim("FLOOR", self.term(ctx, R, depth + 1), ty=Z)
 
     def k_cmp(self, ctx, ty, depth, vis):
-        op = self.pick((COMPARISONS))
+        op = self.pick((COMPARISONS + (BOOL_OPS if depth < self.max_depth else ())))
+        if op == "NOT":
+            return Prim(op, self.k_cmp(ctx, BOOL, depth + 1, vis), ty=BOOL)
+        if op in BOOL_OPS:  # && and ||: both operands are evaluated
+            return Prim(op, Pair(self.k_cmp(ctx, BOOL, depth + 1, vis),
+                                 self.k_cmp(ctx, BOOL, depth + 1, vis),
+                                 ty=Prod(BOOL, BOOL)), ty=BOOL)
         base = self.pick(([R, Z]))
         name = op if base == R else "I" + op
         return Prim(name, Pair(self.term(ctx, base, depth + 1), self.term(ctx, base, depth + 1),
@@ -660,7 +692,7 @@ class _TypedTermGen:
     # snippets (rich programs): let-bound before the body, each reaching a feature
     # that random terms reach rarely ---------------------------------------------------
     def snippet_kinds(self) -> list[str]:
-        kinds = ["share", "ints"]
+        kinds = ["share", "ints", "logic"]
         if self.arrays:
             kinds += ["fold", "nested"]
         if self.functions:
@@ -692,6 +724,17 @@ class _TypedTermGen:
                 other = k
             z = Prim("IADD", _pair(Prim("IMUL", _pair(fl, k), ty=Z), other), ty=Z)
             return Prim("TOREAL", z, ty=R)
+        if kind == "logic":
+            # if (a < b && not (c < d)) || e < f then max(e1, e2) else (abs e3 + 1.0) ** c
+            cmps = [self.k_cmp(ctx, BOOL, self.max_depth, []) for _ in range(3)]
+            cond = Prim("OR", _pair(Prim("AND", _pair(cmps[0], Prim("NOT", cmps[1], ty=BOOL)),
+                                         ty=BOOL), cmps[2]), ty=BOOL)
+            u, w = self.fresh("u"), self.fresh("u")
+            op = self.pick(["MAX", "MIN"])
+            left = Prim(op, _pair(self.term(ctx + [Binding(u, UNIT)], R, depth),
+                                  self.term(ctx + [Binding(u, UNIT)], R, depth)), ty=R)
+            right = self.k_pow(ctx + [Binding(w, UNIT)], R, depth, [])
+            return Case(cond, u, left, w, right, ty=R)
         if kind == "fold":
             saved, self.rich = self.rich, True
             try:
@@ -716,7 +759,11 @@ class _TypedTermGen:
         if kind == "closure":  # let g = \y -> e in sum (map (\x -> g x) a)
             fn = self._lambda(ctx, R, R, depth)
             g, x = self.fresh("g"), self.fresh("x")
-            a, _ = self.array_term(ctx, R, depth)
+            if self.draw(_BOOLS):  # over an array literal [e1, e2, ...]
+                a: Term = ArrayLit(tuple(self.term(ctx, R, depth) for _ in range(
+                    2 + self.draw(_index(3)))), ty=_AR)
+            else:
+                a, _ = self.array_term(ctx, R, depth)
             app = App(Var(g, ty=fn.ty), Var(x, ty=R), ty=R)
             return Let(g, fn, Prim("SUM", MapA(x, app, a, ty=_AR), ty=R), ty=R)
         if kind == "call":
@@ -774,11 +821,12 @@ def programs(draw, max_depth: int = 4, max_params: int = 3, result: Type | None 
     arrays, functions   switch on the array / function forms (see the module doc)
     finite      reject cases whose value is not finite (inf/nan)
     rich        reach what random terms rarely do (`chad check`'s programs): the
-                helper def is there 3 times in 4 and then called; 0..4 snippets of
-                distinct kinds are let-bound before the body, each reaching one
+                helper def is there 3 times in 4 and then called; each kind of
+                snippet is let-bound before the body 2 times in 3, each reaching one
                 feature (a variable read 10 to 24 times, floor/length/integer
-                arithmetic, a fold with any body, nested or chained maps, a closure
-                mapped over an array); arrays
+                arithmetic, a condition with && || not choosing between max/min and
+                a power, a fold with any body,
+                nested or chained maps, a closure mapped over an array); arrays
                 (built or passed) have tens to a hundred elements a quarter of the
                 time, within ELEMENT_BUDGET evaluations of a loop body
     """
@@ -797,13 +845,9 @@ def programs(draw, max_depth: int = 4, max_params: int = 3, result: Type | None 
     gen = _TypedTermGen(draw, max_depth, max_size=max_size, arrays=arrays,
                         functions=functions, helpers=helpers, rich=rich)
     lets = []
-    if rich:  # the helper is called first; then up to 4 other snippets, of distinct kinds
+    if rich:  # the helper is called first; then each other kind of snippet, 2 times in 3
         kinds = gen.snippet_kinds()
-        chosen = ["call"] if "call" in kinds else []
-        kinds = [k for k in kinds if k != "call"]
-        for _ in range(draw(st.integers(0, 4))):
-            if kinds:
-                chosen.append(kinds.pop(draw(_index(len(kinds))) if len(kinds) > 1 else 0))
+        chosen = [k for k in kinds if k == "call" or draw(_LIKELY)]
         for kind in chosen:
             name = gen.fresh("t")
             lets.append((name, gen.snippet(ctx, kind)))
@@ -871,10 +915,13 @@ def annotate_injections(program: Program) -> Program:
 
 _BIN = {"ADD": "+", "MUL": "*", "IADD": "+", "IMUL": "*", "DIV": "/", "LT": "<",
         "LE": "<=", "GT": ">", "GE": ">=", "EQ": "==", "ILT": "<", "ILE": "<=",
-        "IGT": ">", "IGE": ">=", "IEQ": "==", "NE": "!=", "INE": "!="}
+        "IGT": ">", "IGE": ">=", "IEQ": "==", "NE": "!=", "INE": "!=", "POW": "**",
+        "POWI": "**", "AND": "&&", "OR": "||"}
 _UN = {"SIN": "sin", "COS": "cos", "TANH": "tanh", "EXP": "exp", "LOG": "log",
        "SQRT": "sqrt", "SIGN": "sign", "TOREAL": "toreal", "SUM": "sum", "FLOOR": "floor",
-       "ISUM": "sum"}
+       "ISUM": "sum", "ABS": "abs", "IABS": "abs", "ATAN": "atan", "LOG1P": "log1p",
+       "NOT": "not"}
+_CALL = {"MAX": "max", "MIN": "min", "IDIV": "div", "IMOD": "mod"}
 
 
 def print_surface(program: Program) -> str:
@@ -902,6 +949,8 @@ def _expr(t: Term, ind: int) -> str:
             return str(int(c))
         case Prim(op, Pair(a, b), _) if op in _BIN:
             return f"({_expr(a, ind)} {_BIN[op]} {_expr(b, ind)})"
+        case Prim(op, Pair(a, b), _) if op in _CALL:
+            return f"{_CALL[op]}({_expr(a, ind)}, {_expr(b, ind)})"
         case Prim("NEG" | "INEG", a):
             return f"(-{_expr(a, ind)})"
         case Prim(op, a) if op in _UN:

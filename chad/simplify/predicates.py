@@ -31,11 +31,12 @@ from chad.terms import (
 # Primitives whose evaluation never raises on arguments of their type (floats
 # overflow to inf and propagate NaN; EXP catches its overflow; integers are
 # unbounded). SIN and COS raise on an infinity, TOREAL on a huge integer, DIV,
-# LOG and SQRT outside their domain: they are not here, nor is any primitive
-# registered by an extension.
+# LOG, LOG1P, SQRT, POW, POWI, IDIV and IMOD outside their domain: they are not
+# here, nor is any primitive registered by an extension.
 TOTAL_PRIMS = frozenset({
     "ADD", "MUL", "NEG", "LIT", "ILIT", "IADD", "IMUL", "INEG", "SIGN", "EXP", "TANH",
     "LT", "LE", "GT", "GE", "EQ", "ILT", "ILE", "IGT", "IGE", "IEQ",
+    "ABS", "IABS", "ATAN", "MAX", "MIN", "NOT", "AND", "OR",
     "LZERO", "LADD", "LSCALE", "LNEG",
 })
 
