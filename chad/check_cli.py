@@ -14,7 +14,7 @@ A violation is shrunk by hypothesis and printed in surface syntax, with its
 numbers and the `chad cost` line reproducing it; the exit code is then 1. z3's
 optimiser reports the smallest c covering every observation (c', c'' fixed): the
 largest c seen, a lower bound of the constant needed, in all and per fragment
-(first-order, arrays, functions) next to the constant each is held to and what
+(first-order, arrays, loops, functions) next to the constant each is held to and what
 covers it (the formalisation's proof: the efficient transform, first-order only);
 and the jointly minimised (c, c', c'').
 
@@ -29,8 +29,8 @@ import importlib.util
 import os
 
 from chad.costmodel.criterion import (
-    ARRAYS, FIRST_ORDER, FUNCTIONS, Constants, ProgressBar, run_check, transform_features,
-    transform_names,
+    ARRAYS, FIRST_ORDER, FRAGMENTS, FUNCTIONS, LOOPS, Constants, ProgressBar, run_check,
+    transform_features, transform_names,
 )
 from chad.costmodel.coverage import FEATURES, coverage
 from chad.costmodel.families import FAMILIES, study
@@ -67,7 +67,7 @@ def add_check_parser(sub) -> None:
                          f"formalisation's TH2)")
     sp.add_argument("--features", default="auto",
                     help="language of the generated programs: auto (everything the transform "
-                         "supports), first-order, or a comma list of arrays,functions")
+                         "supports), first-order, or a comma list of arrays,functions,loops")
     sp.add_argument("--shape", default="mixed", choices=("random", "chains", "mixed"),
                     help="random programs, chains (one construct nested up to 16 times: the "
                          "per-construct constants), or a mix of both, half and half (default)")
@@ -76,7 +76,7 @@ def add_check_parser(sub) -> None:
                          "how many programs contain it and how many exercise it at run time")
     sp.add_argument("--family", metavar="NAME",
                     help="check a program family instead: op_fst, t_magic, nested_lambdas, "
-                         "build_index, nested_maps")
+                         "build_index, nested_maps, iter_chain")
     sp.add_argument("--json", action="store_true", help="a JSON summary on stdout")
     sp.add_argument("--plot", metavar="FILE.png",
                     help="plot gradient steps against primal steps (or against n for a family)")
@@ -127,11 +127,11 @@ def _features(text: str, transform: str) -> dict[str, bool]:
         return supported
     if text in ("first-order", "none"):
         return {k: False for k in supported}
-    wanted = {"arrays": False, "functions": False}
-    items = ["arrays", "functions"] if text == "all" else [x.strip() for x in text.split(",")]
+    wanted = {"arrays": False, "functions": False, "loops": False}
+    items = list(wanted) if text == "all" else [x.strip() for x in text.split(",")]
     for x in items:
         if x not in wanted:
-            raise _usage(f"--features: unknown feature {x!r} (arrays, functions, all, "
+            raise _usage(f"--features: unknown feature {x!r} (arrays, functions, loops, all, "
                          f"first-order, auto)")
         if not supported.get(x):
             raise _usage(f"--features: the {transform} transform "
@@ -242,6 +242,7 @@ _HELD = {
                  "the same per-primitive rule, not proved",
     ARRAYS: "not proved: the formalisation covers the first-order language only",
     FUNCTIONS: "not proved: the formalisation covers the first-order language only",
+    LOOPS: "not proved: the formalisation covers the first-order language only",
 }
 
 
@@ -252,7 +253,7 @@ def _fragments(obs, constants, transform: str) -> list[dict]:
     """Per fragment: the number of programs, the largest c seen over them (a lower
     bound of the constant needed), the constant it is held to and what covers it."""
     out = []
-    for frag in (FIRST_ORDER, ARRAYS, FUNCTIONS):
+    for frag in FRAGMENTS:
         group = [o for o in obs if o.fragment == frag]
         if group:
             held = _HELD[frag] if transform == "efficient" else _NOT_EFFICIENT

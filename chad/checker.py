@@ -43,8 +43,8 @@ from .deep import run_deep
 from .errors import TypeCheckError
 from .primitives import PRIMITIVES
 from .terms import (
-    Ann, App, ArrayLit, Build, Call, Case, Def, Fold, Fst, Index, Inl, Inr, Lam, Length, Let,
-    MapA, Pair, Prim, Program, Snd, Term, Unit, Var, free_vars,
+    Ann, App, ArrayLit, Build, Call, Case, Def, Fold, Fst, Index, Inl, Inr, Iter, Lam, Length,
+    Let, MapA, Pair, Prim, Program, Snd, Term, Unit, Var, free_vars,
 )
 from .types import ArrayT, Fun, Prod, R, Sum, Type, UNIT, Z
 
@@ -331,6 +331,8 @@ class _Checker:
                 return self.synth(t.arr) and self.synth(t.body)
             case Fold() | Index():
                 return self.synth(t.arr)
+            case Iter():
+                return self.synth(t.init)
             case Prim():
                 p = PRIMITIVES.get(t.op)
                 if p is not None and p.int_variant is not None:
@@ -565,6 +567,29 @@ class _Checker:
         self.unbind(t.name, old)
         return attrs.evolve(t, body=body, arr=arr, ty=el)
 
+    def _iter(self, t: Iter, exp, ctx):
+        """`iter n f x`: n : Z, x : T, f : T -> T, gives T. The state's type T is
+        the start value's (checked against the expected type)."""
+        count = self.elab(t.count, Z, Ctx("the count of iter (the number of steps)"))
+        init = self.elab(t.init, exp, Ctx("the start value of iter (iter n f x has the "
+                                          "type of x)"))
+        state = init.ty
+        body = t.body
+        old = self.bind(t.name, state)
+        if (isinstance(body, App) and isinstance(body.arg, Var) and body.arg.name == t.name
+                and t.name not in free_vars(body.fn)):
+            # `iter n f x` with f not a lambda literal: the body is `f p`
+            fn = self.elab(body.fn, Fun(state, state),
+                           Ctx("the function of iter (it maps the state to the next "
+                               "state, of the start value's type)"))
+            body = attrs.evolve(body, fn=fn, arg=attrs.evolve(body.arg, ty=state),
+                                ty=fn.ty.res)
+        else:
+            body = self.elab(body, state, Ctx("the body of iter's function (it returns "
+                                              "the next state, of the start value's type)"))
+        self.unbind(t.name, old)
+        return attrs.evolve(t, count=count, body=body, init=init, ty=state)
+
     def _length(self, t: Length, exp, ctx):
         e = self.elab(t.expr, ArrayT(HOLE), _NeedCtx("length", ArrayT, "an array", ctx))
         return attrs.evolve(t, expr=e, ty=Z)
@@ -667,6 +692,7 @@ _RULES = {
     Ann: _Checker._ann, Build: _Checker._build, Index: _Checker._index,
     ArrayLit: _Checker._array_lit,
     Fold: _Checker._fold, Length: _Checker._length, MapA: _Checker._mapa,
+    Iter: _Checker._iter,
     Prim: _Checker._prim,
 }
 

@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import threading
 
-from chad import arrays, functions
+from chad import arrays, functions, loops
 from chad.transform import efficient, naive
 
 # In order: the transforms first, then the extensions (which may add transforms).
-FEATURES = (efficient, naive, arrays, functions)
+FEATURES = (efficient, naive, arrays, functions, loops)
 
 _lock = threading.Lock()
 _loaded = False

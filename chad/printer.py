@@ -34,7 +34,7 @@ import math
 
 from .lexer import CALL2, PREFIX1
 from .parser import fresh_name, run_maybe_deep
-from .terms import (Ann, App, Build, Call, Case, Def, Fold, Fst, Inl, Inr, Lam, Let, MapA,
+from .terms import (Ann, App, Build, Call, Case, Def, Fold, Fst, Inl, Inr, Iter, Lam, Let, MapA,
                     Pair, Prim, Program, Snd, Term, Unit, Var, children)
 from .types import BOOL, show_type
 
@@ -108,10 +108,13 @@ def printed_names(roots) -> set[str]:
         elif isinstance(t, Case):
             if t.lname != t.rname:
                 names.update((t.lname, t.rname))
-        elif isinstance(t, (Build, Fold, MapA)):
+        elif isinstance(t, (Build, Fold, MapA, Iter)):
             f = fn_shape(t.name, t.body)
             if f is not None:
-                stack.extend((f, t.size if isinstance(t, Build) else t.arr))
+                if isinstance(t, Iter):
+                    stack.extend((f, t.count, t.init))
+                else:
+                    stack.extend((f, t.size if isinstance(t, Build) else t.arr))
                 continue
             names.add(t.name)
         elif isinstance(t, (Lam, Call)):
@@ -372,6 +375,16 @@ class SourcePrinter:
         self.function(t.name, t.body, ind)
         self.w(" ")
         self.emit(t.arr, P_ATOM, ind)
+        self.close_paren(prec > P_PREFIX)
+
+    def p_Iter(self, t: Iter, prec: int, ind: int) -> None:
+        self.open_paren(prec > P_PREFIX)
+        self.w("iter ")
+        self.emit(t.count, P_ATOM, ind)
+        self.w(" ")
+        self.function(t.name, t.body, ind)
+        self.w(" ")
+        self.emit(t.init, P_ATOM, ind)
         self.close_paren(prec > P_PREFIX)
 
     def function(self, name: str, body: Term, ind: int) -> None:

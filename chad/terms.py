@@ -6,7 +6,7 @@ Variables are *names* rather than de Bruijn indices; every binder in a generated
 (target) term uses a fresh name, so names never capture.
 
 Source forms:   Var Let Prim Unit Pair Fst Snd Inl Inr Case Lam App Call Ann
-                Build Index Fold Length MapA ArrayLit
+                Build Index Fold Length MapA ArrayLit Iter
 Target forms:   the source forms, plus the EVM monad (PureEVM BindEVM ThenEVM
                 RunEVM AddEVM ScopeEVM) and the sparse linear operations (LUnit
                 LPair LFst LSnd LPairZero LInl LInr LCastL LCastR LSumZero).
@@ -448,6 +448,21 @@ class MapA(Term):
     name: str
     body: Term
     arr: Term
+    loc: Loc | None = _meta()
+    ty: Type | None = _meta()
+
+
+@node("count", "body", "init", binds={"body": "name"})
+@frozen
+class Iter(Term):
+    """`iter count (name. body) init`: the state `name` starts as init's value and
+    is replaced by body's value count times (no step when count <= 0). Its rules
+    (evaluation, CHAD, compilation) are the loops extension's (chad/loops/)."""
+
+    count: Term
+    name: str
+    body: Term
+    init: Term
     loc: Loc | None = _meta()
     ty: Type | None = _meta()
 

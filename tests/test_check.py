@@ -137,7 +137,7 @@ def test_cli_first_order_features_and_constants(capsys):
     assert main(["check", "--programs", "10", "--features", "first-order", "--constants",
                  "34,5,4", "--json"]) == 0
     res = json.loads(capsys.readouterr().out)["results"][0]
-    assert res["features"] == {"arrays": False, "functions": False}
+    assert res["features"] == {"arrays": False, "functions": False, "loops": False}
 
 
 @pytest.mark.parametrize("argv, msg", [

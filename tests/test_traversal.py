@@ -13,6 +13,7 @@ import pytest
 from chad import terms as T
 from chad.arrays import nodes as A
 from chad.functions import terms as F
+from chad.loops import nodes as L
 from chad.transform import naive_terms as N
 
 # class -> (term fields, {term field: binder fields}, fields read by name).
@@ -36,6 +37,7 @@ SPEC = {
     T.Length: (("expr",), {}, ()),
     T.ArrayLit: (("elems",), {}, ()),
     T.MapA: (("body", "arr"), {"body": ("name",)}, ()),
+    T.Iter: (("count", "body", "init"), {"body": ("name",)}, ()),
     T.PureEVM: (("expr",), {}, ()),
     T.BindEVM: (("m", "k"), {}, ()),
     T.ThenEVM: (("first", "second"), {}, ()),
@@ -68,6 +70,8 @@ SPEC = {
     F.EnvScatter: (("expr",), {}, ()),
     F.LogOneT: (("arg", "ctg"), {}, ()),
     F.LogFold: (("log", "body"), {"body": ("name",)}, ()),
+    L.IterFwd: (("count", "body", "init"), {"body": ("name",)}, ()),
+    L.IterBack: (("bps", "ctg", "init"), {}, ()),
     N.DZero: ((), {}, ()), N.DCast: (("expr",), {}, ()), N.DDensify: (("expr",), {}, ()),
     N.EVZero: ((), {}, ()), N.EVOneHot: (("val",), {}, ()),
     N.EVPlus: (("left", "right"), {}, ()), N.EVSplit: (("expr",), {}, ()),

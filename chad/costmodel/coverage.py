@@ -25,8 +25,8 @@ from attrs import frozen
 
 from chad.deep import run_deep
 from chad.terms import (
-    App, ArrayLit, Build, Call, Case, Fold, Fst, Index, Inl, Inr, Lam, Length, Let, MapA, Pair,
-    Prim, Program, Snd, Var, subterms,
+    App, ArrayLit, Build, Call, Case, Fold, Fst, Index, Inl, Inr, Iter, Lam, Length, Let, MapA,
+    Pair, Prim, Program, Snd, Var, subterms,
 )
 
 from .evaluate import Evaluator
@@ -177,6 +177,9 @@ FEATURES: tuple[Feature, ...] = (
             when=lambda tr, p: any(tr.reads.get(x, 0) >= SHARED
                                    for x, k in _occurrences(p).items() if k >= SHARED),
             doc=f"a variable occurring at least {SHARED} times (and read as often)"),
+    Feature("iter", "loops", lambda t: type(t) is Iter,
+            when=lambda tr, hits: any(_reached(tr, h.body) for h in hits),
+            doc="a loop that runs at least one step"),
     Feature("build", "arrays", lambda t: type(t) is Build),
     Feature("map", "arrays", lambda t: type(t) is MapA),
     Feature("nested or chained maps", "arrays", _nested_map),

@@ -37,7 +37,7 @@ from attrs import define, field, frozen
 from chad import features
 from chad.errors import UsageError
 from chad.terms import (
-    App, ArrayLit, Build, Call, Def, Fold, Index, Lam, Length, MapA, Param, Prim, Program,
+    App, ArrayLit, Build, Call, Def, Fold, Index, Iter, Lam, Length, MapA, Param, Prim, Program,
     Unit, Var, subterms,
 )
 from chad.transform import registry
@@ -63,7 +63,8 @@ def observe(case: GenCase, transform: str = "efficient", evm: str = "array") -> 
     return attrs.evolve(m, fragment=fragment_of(case.program))
 
 
-FIRST_ORDER, ARRAYS, FUNCTIONS = "first-order", "arrays", "functions"
+FIRST_ORDER, ARRAYS, FUNCTIONS, LOOPS = "first-order", "arrays", "functions", "loops"
+FRAGMENTS = (FIRST_ORDER, ARRAYS, FUNCTIONS, LOOPS)
 _ARRAY_NODES = (Build, Index, Fold, Length, MapA, ArrayLit)
 _FUNCTION_NODES = (Lam, App, Call)
 
@@ -71,16 +72,18 @@ _FUNCTION_NODES = (Lam, App, Call)
 def fragment_of(program) -> str:
     """The fragment of the language a program is in: "first-order" (the
     formalisation's language, whose constant 34 is proved), "arrays" (array
-    forms, no functions) or "functions" (lambdas, applications or def calls,
-    with or without arrays)."""
-    arrays = False
+    forms, no functions), "loops" (iter, no arrays or functions) or "functions"
+    (lambdas, applications or def calls, with or without the others)."""
+    arrays = loops = False
     for d in program.defs:
         for t in subterms(d.body):
             if isinstance(t, _FUNCTION_NODES):
                 return FUNCTIONS
             if isinstance(t, _ARRAY_NODES) or (type(t) is Prim and t.op in ("SUM", "ISUM")):
                 arrays = True
-    return ARRAYS if arrays else FIRST_ORDER
+            if type(t) is Iter:
+                loops = True
+    return ARRAYS if arrays else LOOPS if loops else FIRST_ORDER
 
 
 # ----------------------------------------------------------------- counterexamples
@@ -212,6 +215,7 @@ SHAPES = ("random", "chains", "mixed")
 
 
 def check_strategy(max_depth: int = 5, *, arrays: bool = False, functions: bool = False,
+                   loops: bool = False,
                    max_params: int = 4, shape: str = "random"):
     """The programs `chad check` generates.
 
@@ -232,16 +236,17 @@ def check_strategy(max_depth: int = 5, *, arrays: bool = False, functions: bool 
         raise ValueError(f"unknown shape {shape!r} (choose from {', '.join(SHAPES)})")
     ptypes = st.one_of(types(2, arrays), tuple_types(48))
     rand = programs(max_depth=max_depth, max_params=max_params, param_types=ptypes,
-                    arrays=arrays, functions=functions, max_size=120, rich=True)
+                    arrays=arrays, functions=functions, max_size=120, rich=True,
+                    loops=loops)
     chain = chains(16, arrays=arrays, functions=functions)
     return {"random": rand, "chains": chain, "mixed": st.one_of(rand, chain)}[shape]
 
 
 def transform_features(transform: str) -> dict[str, bool]:
-    """The language features (arrays, functions) supported by `transform`: a
+    """The language features (arrays, functions, loops) supported by `transform`: a
     transform supports a feature when it derives a tiny program using it (it says
     it does not with a UsageError; any other error is a bug and propagates)."""
-    return {name: _supports(transform, name) for name in ("arrays", "functions")}
+    return {name: _supports(transform, name) for name in ("arrays", "functions", "loops")}
 
 
 def _supports(transform: str, feature: str) -> bool:
@@ -250,6 +255,10 @@ def _supports(transform: str, feature: str) -> bool:
         body = Build(Prim("ILIT", Unit(ty=UNIT), 1, ty=Z), "i",
                      Index(a, Var("i", ty=Z), ty=R), ty=ArrayT(R))
         d, args, ctg = Def("f", (Param("a", ArrayT(R)),), ArrayT(R), body), [[1.0]], [1.0]
+    elif feature == "loops":
+        x = Var("x", ty=R)
+        body = Iter(Prim("ILIT", Unit(ty=UNIT), 1, ty=Z), "s", Var("s", ty=R), x, ty=R)
+        d, args, ctg = Def("f", (Param("x", R),), R, body), [1.0], 1.0
     else:
         x = Var("x", ty=R)
         body = App(Lam("y", R, Var("y", ty=R), (), ty=Fun(R, R)), x, ty=R)

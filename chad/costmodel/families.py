@@ -11,6 +11,9 @@ of n, and z3's verdict on "some (c, c') bound the family for all n".
                      (Efficient CHAD (Smeding & Vákár), §9: naive higher-order CHAD is 2^n)     [needs chad.functions]
     build_index      a : Array R (length n) ⊢ build n (\\i -> a ! i)
                      (Efficient CHAD (Smeding & Vákár), §7: one-hot array cotangents)           [needs chad.arrays]
+    iter_chain       x, w : R ⊢ iter n (\\s -> s * w + 1.0) x: n dependent steps, each
+                     storing its backpropagator; the reverse pass threads the
+                     state's cotangent (the recipe of `map`, §7)                    [needs chad.loops]
 
     fam = FAMILIES["t_magic"]
     result = study(fam, "naive")          # measure, fit, decide
@@ -29,7 +32,7 @@ from typing import Any, Callable
 from attrs import frozen
 
 from chad.terms import (
-    App, Build, Def, Fst, Index, Lam, MapA, Param, Pair, Prim, Program, Unit, Var,
+    App, Build, Def, Fst, Index, Iter, Lam, MapA, Param, Pair, Prim, Program, Unit, Var,
 )
 from chad.printer import print_program
 from chad.types import UNIT, ArrayT, Fun, Prod, R, Z
@@ -59,7 +62,7 @@ class Family:
     sizes: tuple[int, ...]  # training sizes
     heldout: tuple[int, ...]  # held-back sizes, used only to verify the fits
     transforms: tuple[str, ...]  # transforms that apply, efficient first
-    requires: str | None = None  # the extension it exercises: "arrays" / "functions"
+    requires: str | None = None  # the extension it exercises: "arrays" / "functions" / "loops"
     reference: str = ""
 
 
@@ -134,6 +137,16 @@ def nested_maps(n: int) -> Instance:
     return Instance(n, Program((d,)), [[1.0]], [1.0])
 
 
+def iter_chain(n: int) -> Instance:
+    r"""x, w : R ⊢ iter n (\s -> s * w + 1.0) x: n steps, each depending on the last."""
+    s, w = Var("s", ty=R), Var("w", ty=R)
+    step = _add(Prim("MUL", Pair(s, w, ty=Prod(R, R)), ty=R),
+                Prim("LIT", Unit(ty=UNIT), 1.0, ty=R))
+    body = Iter(Prim("ILIT", Unit(ty=UNIT), n, ty=Z), "s", step, Var("x", ty=R), ty=R)
+    d = Def("f", (Param("x", R), Param("w", R)), R, body)
+    return Instance(n, Program((d,)), [0.5, 0.5], 1.0)
+
+
 FAMILIES: dict[str, Family] = {
     f.name: f for f in [
         Family("op_fst", "x : R * R^n ⊢ fst x + ... + fst x (n times)", op_fst,
@@ -152,6 +165,10 @@ FAMILIES: dict[str, Family] = {
         Family("nested_maps", "a : Array R (1 element) ⊢ map (\\z -> z) (... a), n maps",
                nested_maps, (1, 2, 3, 4, 5, 6, 8), (12, 16), ("efficient",), requires="arrays",
                reference="found by `chad check --shape chains`: the per-map constant"),
+        Family("iter_chain", "x, w : R ⊢ iter n (\\s -> s * w + 1.0) x", iter_chain,
+               (10, 20, 50, 100, 200, 500, 1000), (2000, 10000), ("efficient",),
+               requires="loops",
+               reference="the loops extension: iter's derivative is linear in n (docs/cost-model.md)"),
     ]
 }
 
@@ -315,4 +332,4 @@ def study(family: Family | str, transform: str = "efficient", evm: str = "array"
 
 __all__ = ["Family", "Instance", "FAMILIES", "FamilyFit", "FamilyResult", "study",
            "measure_family", "fit_family", "op_fst", "t_magic", "nested_lambdas",
-           "build_index", "nested_maps"]
+           "build_index", "nested_maps", "iter_chain"]

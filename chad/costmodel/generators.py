@@ -19,6 +19,7 @@ The language covered is switched by flags:
     shape naive CHAD pays for), the scalar primitives (+ * - max min on R, + * - div
     mod abs on Z, sin, cos, tanh, abs, atan, log1p of an absolute value, (abs e +
     1.0) ** c, floor, toreal, comparisons, && || not), literals;
+  * `loops=True`: `iter k (\\s -> e) x` with a literal k in 0..6 (needs chad.loops);
   * `arrays=True`: parameters and results of type Array T; `build n (\\i -> e)`,
     `a ! k` (indices always in range: lengths are tracked), `length a`, `sum a`,
     `map (\\x -> e) a`, `fold (\\p -> fst p + snd p) a` (needs chad.arrays);
@@ -52,8 +53,8 @@ from chad.checker import check_program
 from chad.primitives import SIGN_T
 from chad.printer import print_program
 from chad.terms import (
-    Ann, App, ArrayLit, Build, Call, Case, Def, Fold, Fst, Index, Inl, Inr, Lam, Length, Let,
-    MapA, Pair, Param, Prim, Program, Snd, Term, Unit, Var, map_children,
+    Ann, App, ArrayLit, Build, Call, Case, Def, Fold, Fst, Index, Inl, Inr, Iter, Lam, Length,
+    Let, MapA, Pair, Param, Prim, Program, Snd, Term, Unit, Var, free_vars, map_children,
 )
 from chad.types import BOOL, UNIT, ArrayT, Fun, Int, Prod, R, Real, Sum, Type, UnitT, Z
 from chad.values import Inj, value_to_json
@@ -352,7 +353,7 @@ class _TypedTermGen:
 
     def __init__(self, draw, max_depth: int, *, max_size: int | None = None,
                  arrays: bool = False, functions: bool = False, helpers=(),
-                 rich: bool = False):
+                 rich: bool = False, loops: bool = False):
         self.draw = draw
         self.max_depth = max_depth
         self.max_size = max_size
@@ -360,6 +361,7 @@ class _TypedTermGen:
         self.functions = functions
         self.helpers = list(helpers)
         self.rich = rich
+        self.loops = loops
         self.counter = 0
         self.nodes = 0
         self.mult = 1  # how many times the term being generated runs (enclosing loops)
@@ -460,6 +462,8 @@ class _TypedTermGen:
         if not isinstance(ty, (Real, ArrayT)) and self.arrays:
             forms.append("index")
         forms.append("if")
+        if self.loops and not isinstance(ty, ArrayT):
+            forms.append("iter")
         if self.functions:
             forms += ["app", "app", "letfun"]
             if any(isinstance(b.ty, Fun) and b.ty.res == ty for b in vis):
@@ -774,6 +778,26 @@ class _TypedTermGen:
             return Fst(call, ty=R) if isinstance(h.result, Prod) else call
         raise ValueError(kind)
 
+    # loops ---------------------------------------------------------------------------
+    def k_iter(self, ctx, ty, depth, vis):
+        """iter k (\\s -> body) x: k a literal 0..6, the body mentions s (if the
+        drawn body does not, it becomes `s op body` on R, or `if a < b then s
+        else body`: a loop that may leave its state alone, as an early exit)."""
+        k = self.draw(_index(7))
+        s = self.fresh("s")
+        init = self.term(ctx, ty, depth + 1)
+        inner = ctx + [Binding(s, ty)]
+        body = self.in_loop(k, lambda: self.term(inner, ty, depth + 1))
+        if s not in free_vars(body):
+            if isinstance(ty, Real):
+                op = self.pick(["ADD", "MUL"])
+                body = Prim(op, Pair(Var(s, ty=R), body, ty=Prod(R, R)), ty=R)
+            else:
+                cond = self.k_cmp(inner, BOOL, depth + 1, self.visible(inner))
+                u, v = self.fresh("u"), self.fresh("u")
+                body = Case(cond, u, Var(s, ty=ty), v, body, ty=ty)
+        return Iter(Prim("ILIT", Unit(ty=UNIT), k, ty=Z), s, body, init, ty=ty)
+
     # functions ---------------------------------------------------------------------
     def _lambda(self, ctx, arg: Type, res: Type, depth: int) -> Lam:
         x = self.fresh("y")
@@ -809,6 +833,7 @@ class _TypedTermGen:
 def programs(draw, max_depth: int = 4, max_params: int = 3, result: Type | None = None,
              param_types: st.SearchStrategy | None = None, *, type_depth: int = 2,
              max_size: int | None = None, arrays: bool = False, functions: bool = False,
+             loops: bool = False,
              wide: bool = False, finite: bool = False, rich: bool = False) -> GenCase:
     """A program whose last def `f(x1 : T1, ...) : T = body` is the one to
     differentiate, with arguments and a sparse cotangent for its result (the body
@@ -818,7 +843,8 @@ def programs(draw, max_depth: int = 4, max_params: int = 3, result: Type | None 
     max_params  1..max_params parameters
     type_depth  depth of the parameter types (`wide=True`: biased to big products)
     max_size    bound on the number of term nodes (None: only the depth bounds it)
-    arrays, functions   switch on the array / function forms (see the module doc)
+    arrays, functions, loops   switch on the array / function / iter forms (see the
+                module doc)
     finite      reject cases whose value is not finite (inf/nan)
     rich        reach what random terms rarely do (`chad check`'s programs): the
                 helper def is there 3 times in 4 and then called; each kind of
@@ -843,7 +869,7 @@ def programs(draw, max_depth: int = 4, max_params: int = 3, result: Type | None 
     if functions and (draw(_HELPER_RICH) if rich else draw(st.booleans())):
         helpers.append(draw(_helper_defs(max(1, max_depth - 2), arrays)))
     gen = _TypedTermGen(draw, max_depth, max_size=max_size, arrays=arrays,
-                        functions=functions, helpers=helpers, rich=rich)
+                        functions=functions, helpers=helpers, rich=rich, loops=loops)
     lets = []
     if rich:  # the helper is called first; then each other kind of snippet, 2 times in 3
         kinds = gen.snippet_kinds()
@@ -991,6 +1017,9 @@ def _expr(t: Term, ind: int) -> str:
             return f"(map (\\{x} -> {_expr(body, ind + 1)}) {_expr(a, ind)})"
         case ArrayLit(elems):
             return "[" + ", ".join(_expr(e, ind) for e in elems) + "]"
+        case Iter(n, s, body, x):
+            return (f"(iter ({_expr(n, ind)}) (\\{s} -> {_expr(body, ind + 1)}) "
+                    f"({_expr(x, ind + 1)}))")
     raise TypeError(f"cannot print {type(t).__name__}")
 
 
@@ -1118,9 +1147,10 @@ def chains(draw, max_layers: int = 16, *, arrays: bool = False, functions: bool 
 
 
 def language_programs(max_depth: int = 4, max_params: int = 3, **kw) -> st.SearchStrategy:
-    """`programs(...)` over the whole language: arrays and functions included."""
+    """`programs(...)` over the whole language: arrays, functions and loops included."""
     kw.setdefault("arrays", True)
     kw.setdefault("functions", True)
+    kw.setdefault("loops", True)
     return programs(max_depth=max_depth, max_params=max_params, **kw)
 
 

@@ -34,8 +34,8 @@ from typing import Callable
 import attrs
 
 from chad.terms import (
-    App, Build, Case, Def, Fold, Fst, Lam, Let, MapA, Pair, Snd, Term, Unit, Var, binders_of,
-    free_vars, rebuild,
+    App, Build, Case, Def, Fold, Fst, Iter, Lam, Let, MapA, Pair, Snd, Term, Unit, Var,
+    binders_of, free_vars, rebuild,
 )
 from chad.transform.common import Fresh
 from chad.types import ArrayT, Fun, Int, Prod, Sum, Type, UnitT
@@ -195,6 +195,10 @@ class _Converter:
                 return attrs.evolve(t, arr=self.conv(t.arr, scope),
                                     body=self.bound(scope, t.name, Prod(elem, elem), t.body),
                                     ty=ty)
+            case Iter():
+                return attrs.evolve(t, count=self.conv(t.count, scope),
+                                    body=self.bound(scope, t.name, t.init.ty, t.body),
+                                    init=self.conv(t.init, scope), ty=ty)
         # every other node binds nothing: convert its sub-terms
         kids = binders_of(t)
         if any(names for _, names in kids):
