@@ -76,7 +76,7 @@ def add_check_parser(sub) -> None:
                          "how many programs contain it and how many exercise it at run time")
     sp.add_argument("--family", metavar="NAME",
                     help="check a program family instead: op_fst, t_magic, nested_lambdas, "
-                         "build_index, nested_maps, iter_chain")
+                         "build_index, nested_maps, iter_chain, scan_chain")
     sp.add_argument("--json", action="store_true", help="a JSON summary on stdout")
     sp.add_argument("--plot", metavar="FILE.png",
                     help="plot gradient steps against primal steps (or against n for a family)")

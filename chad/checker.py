@@ -44,7 +44,7 @@ from .errors import TypeCheckError
 from .primitives import PRIMITIVES
 from .terms import (
     Ann, App, ArrayLit, Build, Call, Case, Def, Fold, Fst, Index, Inl, Inr, Iter, Lam, Length,
-    Let, MapA, Pair, Prim, Program, Snd, Term, Unit, Var, free_vars,
+    Let, MapA, Pair, Prim, Program, Scan, Snd, Term, Unit, Var, free_vars,
 )
 from .types import ArrayT, Fun, Prod, R, Sum, Type, UNIT, Z
 
@@ -333,6 +333,8 @@ class _Checker:
                 return self.synth(t.arr)
             case Iter():
                 return self.synth(t.init)
+            case Scan():
+                return self.synth(t.init)
             case Prim():
                 p = PRIMITIVES.get(t.op)
                 if p is not None and p.int_variant is not None:
@@ -590,6 +592,37 @@ class _Checker:
         self.unbind(t.name, old)
         return attrs.evolve(t, count=count, body=body, init=init, ty=state)
 
+    def _scan(self, t: Scan, exp, ctx):
+        """`scan f x a`: x : S, a : Array A, f : S * A -> S, gives Array S. The
+        state's type S is the start value's (checked against the expected
+        element type)."""
+        if exp is HOLE:
+            es = HOLE
+        elif isinstance(exp, ArrayT):
+            es = exp.elem
+        else:
+            raise self.shape_mismatch(t, exp, ctx, "an array (scan)")
+        init = self.elab(t.init, es, Ctx("the start value of scan (scan f x a is the "
+                                         "array of the states, of x's type)"))
+        arr = self.elab(t.arr, ArrayT(HOLE), _NeedCtx("scan", ArrayT, "an array", ctx))
+        state = init.ty
+        arg_ty = Prod(state, arr.ty.elem)
+        body = t.body
+        old = self.bind(t.name, arg_ty)
+        if (isinstance(body, App) and isinstance(body.arg, Var) and body.arg.name == t.name
+                and t.name not in free_vars(body.fn)):
+            # `scan f x a` with f not a lambda literal: the body is `f p`
+            fn = self.elab(body.fn, Fun(arg_ty, state),
+                           Ctx("the function of scan (it maps (state, element) to the "
+                               "next state, of the start value's type)"))
+            body = attrs.evolve(body, fn=fn, arg=attrs.evolve(body.arg, ty=arg_ty),
+                                ty=fn.ty.res)
+        else:
+            body = self.elab(body, state, Ctx("the body of scan's function (it returns "
+                                              "the next state, of the start value's type)"))
+        self.unbind(t.name, old)
+        return attrs.evolve(t, body=body, init=init, arr=arr, ty=ArrayT(state))
+
     def _length(self, t: Length, exp, ctx):
         e = self.elab(t.expr, ArrayT(HOLE), _NeedCtx("length", ArrayT, "an array", ctx))
         return attrs.evolve(t, expr=e, ty=Z)
@@ -693,6 +726,7 @@ _RULES = {
     ArrayLit: _Checker._array_lit,
     Fold: _Checker._fold, Length: _Checker._length, MapA: _Checker._mapa,
     Iter: _Checker._iter,
+    Scan: _Checker._scan,
     Prim: _Checker._prim,
 }
 

@@ -31,7 +31,7 @@ PREFIX1 = {  # one-argument prefix forms -> Prim op (None: a node of its own)
     "cos": "COS", "tanh": "TANH", "sqrt": "SQRT", "sum": "SUM", "floor": "FLOOR",
     "abs": "ABS", "atan": "ATAN", "log1p": "LOG1P", "not": "NOT",
 }
-PREFIX2 = ("build", "fold", "map", "iter")
+PREFIX2 = ("build", "fold", "map", "iter", "scan")
 CALL2 = {"max": "MAX", "min": "MIN", "div": "IDIV", "mod": "IMOD"}  # built-in f(a, b) -> Prim op
 KEYWORDS = frozenset({
     "def", "let", "in", "case", "of", "if", "then", "else", "true", "false",

@@ -33,7 +33,8 @@ from .errors import ParseError
 from .lexer import (CALL2, EOF, INT, KW, NAME, PREFIX1, PREFIX2, REAL, SYM, Token,
                     error_source, tokenize)
 from .terms import (Ann, App, ArrayLit, Build, Call, Case, Def, Fold, Fst, Index, Inl, Inr, Iter, Lam,
-                    Length, Let, Loc, MapA, Param, Pair, Prim, Program, Snd, Term, Unit, Var)
+                    Length, Let, Loc, MapA, Param, Pair, Prim, Program, Scan, Snd, Term, Unit,
+                    Var)
 from .types import BOOL, R, Z, UNIT, ArrayT, Fun, Prod, Sum, Type
 
 # Deeper nesting than this (parentheses, lambdas, if, ...) is refused with a
@@ -320,7 +321,7 @@ class _Parser:
     def prefix(self) -> Term:
         """Prefix forms: `fst e` etc. take an argument at this level (`fst f x` is
         `fst (f x)`); `build n f`, `fold f a`, `map f a` take two atoms, `iter n f x`
-        three."""
+        and `scan f x a` three."""
         stack = []
         while self.tok.kind == KW and self.tok.text in PREFIX1:
             stack.append(self.advance())
@@ -342,15 +343,18 @@ class _Parser:
         a2 = self.argument(kw.text)
         if kw.text == "fold" and self.starts_atom():  # fold f z a: with a start value
             return self.fold_from(kw, a1, a2, self.argument(kw.text))
-        init = self.argument(kw.text) if kw.text == "iter" else None  # iter n f x
+        # iter n f x, scan f x a: a third atom
+        third = self.argument(kw.text) if kw.text in ("iter", "scan") else None
         fn = a2 if kw.text in ("build", "iter") else a1
         if isinstance(fn, Lam) and fn.param_ty is None:  # a lambda literal
             name, body = fn.name, fn.body
-        else:  # build n f == build n (\p -> f p), likewise fold, map and iter
+        else:  # build n f == build n (\p -> f p), likewise fold, map, iter and scan
             name = self.fresh
             body = App(fn, Var(name, loc=fn.loc), loc=fn.loc)
         if kw.text == "iter":
-            return Iter(a1, name, body, init, loc=loc)
+            return Iter(a1, name, body, third, loc=loc)
+        if kw.text == "scan":
+            return Scan(name, body, a2, third, loc=loc)
         if kw.text == "build":
             return Build(a1, name, body, loc=loc)
         if kw.text == "fold":

@@ -19,7 +19,7 @@ and linear forms of the target language) raise TypeError; `chad.target_printer`
 prints those. A subclass of `SourcePrinter` can add `p_<ClassName>` methods.
 
 Sugar. The parser desugars `let (x, y) = e in b`, `if c then a else b` and
-`build n f` / `fold f a` / `map f a` (f not a lambda literal) with a binder
+`build n f` / `fold f a` / `map f a` / `iter n f x` / `scan f x a` (f not a lambda literal) with a binder
 named `p_k`, the first such name that is no name token of the file (parser.py).
 The printer re-sugars a core term of one of those shapes exactly when its binder
 is the name the parser would choose for the printed text: the first `p_k` that
@@ -35,7 +35,7 @@ import math
 from .lexer import CALL2, PREFIX1
 from .parser import fresh_name, run_maybe_deep
 from .terms import (Ann, App, Build, Call, Case, Def, Fold, Fst, Inl, Inr, Iter, Lam, Let, MapA,
-                    Pair, Prim, Program, Snd, Term, Unit, Var, children)
+                    Pair, Prim, Program, Scan, Snd, Term, Unit, Var, children)
 from .types import BOOL, show_type
 
 # Precedence levels: a term of level p printed where level q is required gets
@@ -108,11 +108,13 @@ def printed_names(roots) -> set[str]:
         elif isinstance(t, Case):
             if t.lname != t.rname:
                 names.update((t.lname, t.rname))
-        elif isinstance(t, (Build, Fold, MapA, Iter)):
+        elif isinstance(t, (Build, Fold, MapA, Iter, Scan)):
             f = fn_shape(t.name, t.body)
             if f is not None:
                 if isinstance(t, Iter):
                     stack.extend((f, t.count, t.init))
+                elif isinstance(t, Scan):
+                    stack.extend((f, t.init, t.arr))
                 else:
                     stack.extend((f, t.size if isinstance(t, Build) else t.arr))
                 continue
@@ -385,6 +387,16 @@ class SourcePrinter:
         self.function(t.name, t.body, ind)
         self.w(" ")
         self.emit(t.init, P_ATOM, ind)
+        self.close_paren(prec > P_PREFIX)
+
+    def p_Scan(self, t: Scan, prec: int, ind: int) -> None:
+        self.open_paren(prec > P_PREFIX)
+        self.w("scan ")
+        self.function(t.name, t.body, ind)
+        self.w(" ")
+        self.emit(t.init, P_ATOM, ind)
+        self.w(" ")
+        self.emit(t.arr, P_ATOM, ind)
         self.close_paren(prec > P_PREFIX)
 
     def function(self, name: str, body: Term, ind: int) -> None:

@@ -6,7 +6,7 @@ Variables are *names* rather than de Bruijn indices; every binder in a generated
 (target) term uses a fresh name, so names never capture.
 
 Source forms:   Var Let Prim Unit Pair Fst Snd Inl Inr Case Lam App Call Ann
-                Build Index Fold Length MapA ArrayLit Iter
+                Build Index Fold Length MapA ArrayLit Iter Scan
 Target forms:   the source forms, plus the EVM monad (PureEVM BindEVM ThenEVM
                 RunEVM AddEVM ScopeEVM) and the sparse linear operations (LUnit
                 LPair LFst LSnd LPairZero LInl LInr LCastL LCastR LSumZero).
@@ -463,6 +463,22 @@ class Iter(Term):
     name: str
     body: Term
     init: Term
+    loc: Loc | None = _meta()
+    ty: Type | None = _meta()
+
+
+@node("body", "init", "arr", binds={"body": "name"})
+@frozen
+class Scan(Term):
+    """`scan (name. body) init arr`: the state starts as init's value; for each
+    element of arr in order, `name` is bound to (state, element) and body's value
+    is the next state. The value is the array of the states after each element
+    (empty for an empty arr). Its rules are the loops extension's (chad/loops/)."""
+
+    name: str
+    body: Term
+    init: Term
+    arr: Term
     loc: Loc | None = _meta()
     ty: Type | None = _meta()
 

@@ -35,7 +35,8 @@ def f(x : R, a : Array R, k : Z) : R =
   let r = (inl x : R + R) in
   let e = case r of { inl v -> v | inr w -> w } in
   let l = [x, 2.0] ! 1 in
-  let w = max(x, 0.25) ** 2.0 + iter 3 (\\st -> st * 0.5 + x) x in
+  let w = max(x, 0.25) ** 2.0 + iter 3 (\\st -> st * 0.5 + x) x
+          + sum (scan (\\p -> fst p * 0.5 + snd p) x a) in
   if x < 2.0 && not (k < 0) then g(s) + sum b + m + q + e + l + w + fold (\\p -> fst p + snd p) a else 0.0
 """
     contained, exercised = _features(text, [0.5, [1.0, 2.0, 3.0], 2])

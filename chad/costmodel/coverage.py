@@ -26,7 +26,7 @@ from attrs import frozen
 from chad.deep import run_deep
 from chad.terms import (
     App, ArrayLit, Build, Call, Case, Fold, Fst, Index, Inl, Inr, Iter, Lam, Length, Let, MapA,
-    Pair, Prim, Program, Snd, Var, subterms,
+    Pair, Prim, Program, Scan, Snd, Var, subterms,
 )
 
 from .evaluate import Evaluator
@@ -180,6 +180,9 @@ FEATURES: tuple[Feature, ...] = (
     Feature("iter", "loops", lambda t: type(t) is Iter,
             when=lambda tr, hits: any(_reached(tr, h.body) for h in hits),
             doc="a loop that runs at least one step"),
+    Feature("scan", "loops", lambda t: type(t) is Scan,
+            when=lambda tr, hits: any(_reached(tr, h.body) for h in hits),
+            doc="a scan that runs at least one step (over a non-empty array)"),
     Feature("build", "arrays", lambda t: type(t) is Build),
     Feature("map", "arrays", lambda t: type(t) is MapA),
     Feature("nested or chained maps", "arrays", _nested_map),

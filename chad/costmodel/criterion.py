@@ -38,7 +38,7 @@ from chad import features
 from chad.errors import UsageError
 from chad.terms import (
     App, ArrayLit, Build, Call, Def, Fold, Index, Iter, Lam, Length, MapA, Param, Prim, Program,
-    Unit, Var, subterms,
+    Scan, Unit, Var, subterms,
 )
 from chad.transform import registry
 from chad.types import UNIT, ArrayT, Fun, R, Z
@@ -72,7 +72,8 @@ _FUNCTION_NODES = (Lam, App, Call)
 def fragment_of(program) -> str:
     """The fragment of the language a program is in: "first-order" (the
     formalisation's language, whose constant 34 is proved), "arrays" (array
-    forms, no functions), "loops" (iter, no arrays or functions) or "functions"
+    forms, no functions), "loops" (iter or scan, no other array forms, no
+    functions) or "functions"
     (lambdas, applications or def calls, with or without the others)."""
     arrays = loops = False
     for d in program.defs:
@@ -81,7 +82,7 @@ def fragment_of(program) -> str:
                 return FUNCTIONS
             if isinstance(t, _ARRAY_NODES) or (type(t) is Prim and t.op in ("SUM", "ISUM")):
                 arrays = True
-            if type(t) is Iter:
+            if type(t) in (Iter, Scan):
                 loops = True
     return ARRAYS if arrays else LOOPS if loops else FIRST_ORDER
 

@@ -14,6 +14,9 @@ of n, and z3's verdict on "some (c, c') bound the family for all n".
     iter_chain       x, w : R ⊢ iter n (\\s -> s * w + 1.0) x: n dependent steps, each
                      storing its backpropagator; the reverse pass threads the
                      state's cotangent (the recipe of `map`, §7)                    [needs chad.loops]
+    scan_chain       a : Array R (length n) ⊢ sum (scan (\\p -> fst p * 0.5 + snd p) 0.0 a):
+                     n dependent steps; the reverse pass adds each element's
+                     cotangent to the state's and collects a's cotangent      [needs chad.loops]
 
     fam = FAMILIES["t_magic"]
     result = study(fam, "naive")          # measure, fit, decide
@@ -32,7 +35,8 @@ from typing import Any, Callable
 from attrs import frozen
 
 from chad.terms import (
-    App, Build, Def, Fst, Index, Iter, Lam, MapA, Param, Pair, Prim, Program, Unit, Var,
+    App, Build, Def, Fst, Index, Iter, Lam, MapA, Param, Pair, Prim, Program, Scan, Snd, Unit,
+    Var,
 )
 from chad.printer import print_program
 from chad.types import UNIT, ArrayT, Fun, Prod, R, Z
@@ -147,6 +151,17 @@ def iter_chain(n: int) -> Instance:
     return Instance(n, Program((d,)), [0.5, 0.5], 1.0)
 
 
+def scan_chain(n: int) -> Instance:
+    r"""a : Array R ⊢ sum (scan (\p -> fst p * 0.5 + snd p) 0.0 a), a of length n."""
+    aty, pty = ArrayT(R), Prod(R, R)
+    p = Var("p", ty=pty)
+    step = _add(Prim("MUL", Pair(Fst(p, ty=R), Prim("LIT", Unit(ty=UNIT), 0.5, ty=R),
+                                 ty=pty), ty=R), Snd(p, ty=R))
+    scan = Scan("p", step, Prim("LIT", Unit(ty=UNIT), 0.0, ty=R), Var("a", ty=aty), ty=aty)
+    d = Def("f", (Param("a", aty),), R, Prim("SUM", scan, ty=R))
+    return Instance(n, Program((d,)), [[0.5] * n], 1.0)
+
+
 FAMILIES: dict[str, Family] = {
     f.name: f for f in [
         Family("op_fst", "x : R * R^n ⊢ fst x + ... + fst x (n times)", op_fst,
@@ -169,6 +184,11 @@ FAMILIES: dict[str, Family] = {
                (10, 20, 50, 100, 200, 500, 1000), (2000, 10000), ("efficient",),
                requires="loops",
                reference="the loops extension: iter's derivative is linear in n (docs/cost-model.md)"),
+        Family("scan_chain",
+               "a : Array R (length n) ⊢ sum (scan (\\p -> fst p * 0.5 + snd p) 0.0 a)",
+               scan_chain, (10, 20, 50, 100, 200, 500, 1000), (2000,), ("efficient",),
+               requires="loops",
+               reference="the loops extension: scan's derivative is linear in n (docs/cost-model.md)"),
     ]
 }
 
@@ -332,4 +352,4 @@ def study(family: Family | str, transform: str = "efficient", evm: str = "array"
 
 __all__ = ["Family", "Instance", "FAMILIES", "FamilyFit", "FamilyResult", "study",
            "measure_family", "fit_family", "op_fst", "t_magic", "nested_lambdas",
-           "build_index", "nested_maps", "iter_chain"]
+           "build_index", "nested_maps", "iter_chain", "scan_chain"]

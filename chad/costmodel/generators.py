@@ -20,6 +20,7 @@ The language covered is switched by flags:
     mod abs on Z, sin, cos, tanh, abs, atan, log1p of an absolute value, (abs e +
     1.0) ** c, floor, toreal, comparisons, && || not), literals;
   * `loops=True`: `iter k (\\s -> e) x` with a literal k in 0..6 (needs chad.loops);
+    with `arrays=True` too, `scan (\\p -> e) x a` wherever an array is drawn;
   * `arrays=True`: parameters and results of type Array T; `build n (\\i -> e)`,
     `a ! k` (indices always in range: lengths are tracked), `length a`, `sum a`,
     `map (\\x -> e) a`, `fold (\\p -> fst p + snd p) a` (needs chad.arrays);
@@ -54,7 +55,7 @@ from chad.primitives import SIGN_T
 from chad.printer import print_program
 from chad.terms import (
     Ann, App, ArrayLit, Build, Call, Case, Def, Fold, Fst, Index, Inl, Inr, Iter, Lam, Length,
-    Let, MapA, Pair, Param, Prim, Program, Snd, Term, Unit, Var, free_vars, map_children,
+    Let, MapA, Pair, Param, Prim, Program, Scan, Snd, Term, Unit, Var, free_vars, map_children,
 )
 from chad.types import BOOL, UNIT, ArrayT, Fun, Int, Prod, R, Real, Sum, Type, UnitT, Z
 from chad.values import Inj, value_to_json
@@ -457,6 +458,7 @@ class _TypedTermGen:
                     forms += ["length", "isum"]
             case ArrayT():
                 forms += ["map"] if self.arrays else []
+                forms += ["scan"] if self.arrays and self.loops else []
         if ty == BOOL:
             forms.append("cmp")
         if not isinstance(ty, (Real, ArrayT)) and self.arrays:
@@ -633,7 +635,11 @@ class _TypedTermGen:
             choices += ["build"]
         if not leaf:
             choices += ["map", "literal"]
+            if self.loops:
+                choices.append("scan")
         kind = self.pick((choices))
+        if kind == "scan":
+            return self.scan_term(ctx, elem, depth)
         if kind == "literal":
             n = 1 + self.draw(_index(3))
             elems = tuple(self.term(ctx, elem, depth + 1) for _ in range(n))
@@ -797,6 +803,31 @@ class _TypedTermGen:
                 u, v = self.fresh("u"), self.fresh("u")
                 body = Case(cond, u, Var(s, ty=ty), v, body, ty=ty)
         return Iter(Prim("ILIT", Unit(ty=UNIT), k, ty=Z), s, body, init, ty=ty)
+
+    def k_scan(self, ctx, ty, depth, vis):
+        return self.scan_term(ctx, ty.elem, depth)[0]
+
+    def scan_term(self, ctx, elem: Type, depth: int) -> tuple[Term, int]:
+        """scan (\\p -> body) x arr, p = (state, element) and the result of
+        length n = the length of arr; the body mentions p (if the drawn body does
+        not, it becomes `fst p op body` on R, or `if a < b then fst p else body`)."""
+        src_elem = self.pick(([R, elem]))
+        arr, n = self.array_term(ctx, src_elem, depth + 1)
+        init = self.term(ctx, elem, depth + 1)
+        p = self.fresh("p")
+        pty = Prod(elem, src_elem)
+        inner = ctx + [Binding(p, pty)]
+        body = self.in_loop(n, lambda: self.term(inner, elem, depth + 1))
+        if p not in free_vars(body):
+            state = Fst(Var(p, ty=pty), ty=elem)
+            if isinstance(elem, Real):
+                op = self.pick(["ADD", "MUL"])
+                body = Prim(op, Pair(state, body, ty=Prod(R, R)), ty=R)
+            else:
+                cond = self.k_cmp(inner, BOOL, depth + 1, self.visible(inner))
+                u, v = self.fresh("u"), self.fresh("u")
+                body = Case(cond, u, state, v, body, ty=elem)
+        return Scan(p, body, init, arr, ty=ArrayT(elem)), n
 
     # functions ---------------------------------------------------------------------
     def _lambda(self, ctx, arg: Type, res: Type, depth: int) -> Lam:
@@ -1020,6 +1051,9 @@ def _expr(t: Term, ind: int) -> str:
         case Iter(n, s, body, x):
             return (f"(iter ({_expr(n, ind)}) (\\{s} -> {_expr(body, ind + 1)}) "
                     f"({_expr(x, ind + 1)}))")
+        case Scan(p, body, x, a):
+            return (f"(scan (\\{p} -> {_expr(body, ind + 1)}) ({_expr(x, ind + 1)}) "
+                    f"({_expr(a, ind + 1)}))")
     raise TypeError(f"cannot print {type(t).__name__}")
 
 

@@ -34,7 +34,7 @@ from typing import Callable
 import attrs
 
 from chad.terms import (
-    App, Build, Case, Def, Fold, Fst, Iter, Lam, Let, MapA, Pair, Snd, Term, Unit, Var,
+    App, Build, Case, Def, Fold, Fst, Iter, Lam, Let, MapA, Pair, Scan, Snd, Term, Unit, Var,
     binders_of, free_vars, rebuild,
 )
 from chad.transform.common import Fresh
@@ -199,6 +199,12 @@ class _Converter:
                 return attrs.evolve(t, count=self.conv(t.count, scope),
                                     body=self.bound(scope, t.name, t.init.ty, t.body),
                                     init=self.conv(t.init, scope), ty=ty)
+            case Scan():
+                elem = t.arr.ty.elem if isinstance(t.arr.ty, ArrayT) else None
+                return attrs.evolve(t, init=self.conv(t.init, scope),
+                                    body=self.bound(scope, t.name, Prod(t.init.ty, elem),
+                                                    t.body),
+                                    arr=self.conv(t.arr, scope), ty=ty)
         # every other node binds nothing: convert its sub-terms
         kids = binders_of(t)
         if any(names for _, names in kids):
