@@ -321,6 +321,7 @@ _SIZES = st.one_of(st.integers(1, 3), st.integers(1, 3), st.integers(1, 3),
 _SHARES = (10, 12, 16, 24)
 _HELPER_RICH = st.sampled_from([True, True, True, False])
 _LIKELY = st.sampled_from([True, True, False])
+_ITER_COUNTS = st.sampled_from([1, 2, 3, 4, 5, 6, 0])  # iter's literal count, shrinks to 1
 CHAIN_BUDGET = 2000  # element evaluations of a chain, past which no build layer is added
 _CHAIN_SIZES = st.one_of(st.integers(1, 3), st.integers(1, 3), st.integers(1, 3),
                          st.sampled_from((10, 30)))
@@ -789,7 +790,7 @@ class _TypedTermGen:
         """iter k (\\s -> body) x: k a literal 0..6, the body mentions s (if the
         drawn body does not, it becomes `s op body` on R, or `if a < b then s
         else body`: a loop that may leave its state alone, as an early exit)."""
-        k = self.draw(_index(7))
+        k = self.draw(_ITER_COUNTS)
         s = self.fresh("s")
         init = self.term(ctx, ty, depth + 1)
         inner = ctx + [Binding(s, ty)]
