@@ -1,8 +1,8 @@
 """The command line (docs/language.md, "Command line"):
 
-    chad run   FILE [--fn NAME] --args JSON [--json]
+    chad run   FILE [--fn NAME] --args JSON [--json] [--strict]
     chad grad  FILE [--fn NAME] --args JSON [--ctg JSON] [--evm map|array|parallel] [--transform ...]
-               [--backend compiled|interp] [--json]
+               [--backend compiled|interp] [--json] [--strict]
     chad show  FILE [--fn NAME] [--transform naive|efficient] [--simplify] [--json]
     chad compile FILE [--fn NAME] [--what grad|vjp|primal] [--transform ...] [--evm ...] [--no-simplify]
     chad cost  FILE [--fn NAME] --args JSON [--ctg JSON] [--transform ...] [--evm ...] [--json]
@@ -10,10 +10,17 @@
 
     chad --version
 
-Exit codes: 0 success, 1 a violated bound or failed check, 2 bad input (a message
-on stderr and nothing on stdout). No input ever produces a traceback. Messages on
-stderr have their control characters escaped (chad.errors.escape_control); JSON
-in and out follows the policy of chad/values.py (strict JSON; "inf", "-inf", "nan").
+Exit codes: 0 success, 1 a violated bound or failed check (or, with --strict, a
+value or gradient that is not finite), 2 bad input (a message on stderr and
+nothing on stdout). No input ever produces a traceback. Messages on stderr have
+their control characters escaped (chad.errors.escape_control); JSON in and out
+follows the policy of chad/values.py (strict JSON; "inf", "-inf", "nan").
+
+Reals follow IEEE 754 (chad/primitives.py): `run` and `grad` print an infinity
+or NaN in a value or gradient and warn about it on stderr, naming the def (and
+the parameter: `chad grad: warning: the gradient of f with respect to x is not
+finite (inf)`), exit 0; `--strict` makes each an error, exit 1, the result
+still printed. numpy's own RuntimeWarnings are not shown.
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ import argparse
 import importlib.metadata
 import os
 import sys
+import warnings
 
 from . import features
 from .api import BACKENDS, UNSET, cost, load, run, vjp
@@ -103,6 +111,11 @@ def build_parser() -> argparse.ArgumentParser:
                    "Evaluate a def and differentiate it by reverse-mode CHAD: prints the "
                    "value and one dense gradient per parameter."),
            ctg=True, evm=True, transform=True)
+    for name in ("run", "grad"):
+        sub.choices[name].add_argument(
+            "--strict", action="store_true",
+            help="a value or gradient that is not finite (inf, -inf, nan) is an error, "
+                 "exit 1 (the result is still printed); without it, a warning on stderr")
     sub.choices["grad"].add_argument(
         "--backend", choices=BACKENDS, default=None,
         help="compiled (the default; generated Python, docs/compiler.md) or interp (the "
@@ -192,7 +205,7 @@ def cmd_run(args) -> int:
     value, steps = run(prog, _json(args.args, "--args"), d.name)
     out = value_to_json(d.result, value)
     print(dumps({"value": out, "steps": steps}) if args.json else dumps(out))
-    return 0
+    return _finite_check(args, [(f"the value of {d.name}", out)])
 
 
 def cmd_grad(args) -> int:
@@ -208,7 +221,43 @@ def cmd_grad(args) -> int:
     else:
         print(f"value: {dumps(v)}")
         print(f"gradient: {dumps(g)}")
-    return 0
+    return _finite_check(args, [(f"the value of {d.name}", v)] + [
+        (f"the gradient of {d.name} with respect to {p.name}", x) for p, x in zip(d.params, g)])
+
+
+_NONFINITE = ("nan", "inf", "-inf")  # how value_to_json writes a non-finite real
+
+
+def _first_nonfinite(j, path: str = ""):
+    """(kind, path) of the first non-finite real in the JSON output j (a real is
+    the only thing written as one of these strings), or None."""
+    stack = [(j, path)]
+    while stack:
+        x, at = stack.pop()
+        if isinstance(x, str):
+            if x in _NONFINITE:
+                return x, at
+        elif isinstance(x, list):
+            stack.extend((x[i], f"{at}[{i}]") for i in range(len(x) - 1, -1, -1))
+        elif isinstance(x, dict):
+            stack.extend((v, f"{at}.{k}") for k, v in reversed(list(x.items())))
+    return None
+
+
+def _finite_check(args, parts) -> int:
+    """Warn on stderr about each part (what, JSON) holding a non-finite real; with
+    --strict each is an error and the exit code is 1."""
+    bad = False
+    for what, j in parts:
+        found = _first_nonfinite(j)
+        if found is None:
+            continue
+        bad = True
+        kind, at = found
+        level = "error" if args.strict else "warning"
+        where = f" at {at}" if at else ""
+        _fail(f"chad {args.command}: {level}: {what} is not finite ({kind}{where})")
+    return 1 if bad and args.strict else 0
 
 
 def _ctg(args):
@@ -300,7 +349,11 @@ def main(argv: list[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
         if args.command == "check":
             return cmd_check(args)
-        return COMMANDS[args.command](args)
+        with warnings.catch_warnings():
+            # an infinity or NaN is reported once, by _finite_check, not by numpy
+            warnings.filterwarnings("ignore", category=RuntimeWarning,
+                                    message="(overflow|invalid value|divide by zero) encountered")
+            return COMMANDS[args.command](args)
     except SystemExit as e:
         return e.code if isinstance(e.code, int) else 2
     except ChadError as e:

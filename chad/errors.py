@@ -81,7 +81,7 @@ class TypeCheckError(ChadError):
 
 
 class EvalError(ChadError):
-    """A runtime error of the program: index out of range, fold of [], log of -1."""
+    """A runtime error of the program: index out of range, fold of [], div(1, 0)."""
 
     kind = "runtime error"
 

@@ -24,6 +24,16 @@ to the argument returned (at a tie, the first); `min(a, b)` likewise with
 `b < a`. `x ** y` has x-derivative `y * x ** (y - 1)` (0 where y is 0) and
 y-derivative `log x * x ** y` where x > 0, 0 elsewhere (docs/language.md).
 
+Evaluation follows IEEE 754 on R, as numpy does (docs/language.md,
+"Evaluation"): a division by zero, `log`, `sqrt`, `log1p`, `**` outside their
+domain, `sin`/`cos` of an infinity, an overflow give an infinity or NaN, never
+an error, so the derivatives (terms of these same primitives) do too: `sqrt` at
+0 has derivative `0.5 / 0.0 = inf`. Only primitives with a Z result raise an
+EvalError (FLOOR of an infinity or NaN, IDIV and IMOD by zero): Z has no
+infinity. An `inline` template gives exactly `evaluate`'s result on every float,
+infinities and NaN included (Python's `/` raises ZeroDivisionError: DIV has no
+template).
+
 Adding `tanh` touches exactly one entry below.
 """
 
@@ -55,7 +65,8 @@ class Primitive:
     extra_cost: Callable | None = None
     # its lowering by the compiler (chad/compile/): a Python expression template
     # over the argument's components ({0}, or {0} and {1} for a pair argument)
-    # with exactly `evaluate`'s result; None: the compiled code calls `evaluate`
+    # with exactly `evaluate`'s result (inf and NaN included: it must not raise
+    # where `evaluate` does not); None: the compiled code calls `evaluate`
     inline: str | None = None
     # the version whose SECOND operand is Z (`x ** n`: POW -> POWI); the first
     # operand keeps its type
@@ -108,26 +119,34 @@ def branch(cond: Term, if_true: Term, if_false: Term) -> Term:
 
 
 # ----------------------------------------------------------------- evaluation helpers
+# Operations on R follow IEEE 754 (as numpy does, without its warnings): outside
+# its domain a real primitive gives an infinity or NaN and never raises. Only
+# the primitives whose result is an integer (FLOOR, IDIV, IMOD) raise an
+# EvalError: Z has no infinity.
 def _domain(op: str, x, why: str):
     raise EvalError(f"{op} of {x!r}: {why}")
 
 
 def _log(x: float) -> float:
-    if x < 0 or math.isnan(x):
-        _domain("log", x, "the argument must not be negative")
-    return math.log(x) if x > 0 else -math.inf
+    """log x: -inf at 0 (and -0.0), NaN below 0 and at NaN, inf at inf."""
+    if x > 0.0:
+        return math.log(x)
+    return -math.inf if x == 0.0 else math.nan
 
 
 def _sqrt(x: float) -> float:
-    if x < 0 or math.isnan(x):
-        _domain("sqrt", x, "the argument must not be negative")
-    return math.sqrt(x)
+    """sqrt x: NaN below 0 (sqrt (-0.0) is -0.0, as in IEEE)."""
+    return math.sqrt(x) if x >= 0.0 else math.nan
 
 
 def _div(xy) -> float:
+    """x / y: a nonzero x over a zero y is an infinity signed by both signs
+    (x / -0.0 flips it); 0 / 0 and NaN / 0 are NaN."""
     x, y = xy
     if y == 0.0:
-        raise EvalError(f"division by zero: {x!r} / {y!r}")
+        if x == 0.0 or x != x:
+            return math.nan
+        return math.copysign(math.inf, math.copysign(1.0, x) * math.copysign(1.0, y))
     return x / y
 
 
@@ -138,6 +157,30 @@ def _exp(x: float) -> float:
         return math.inf
 
 
+def _sin(x: float) -> float:
+    """sin x; NaN at an infinity (math.sin raises there)."""
+    try:
+        return math.sin(x)
+    except ValueError:
+        return math.nan
+
+
+def _cos(x: float) -> float:
+    """cos x; NaN at an infinity (math.cos raises there)."""
+    try:
+        return math.cos(x)
+    except ValueError:
+        return math.nan
+
+
+def _toreal(n: int) -> float:
+    """An integer as a float; an integer beyond the float range is an infinity."""
+    try:
+        return float(n)
+    except OverflowError:
+        return math.inf if n > 0 else -math.inf
+
+
 def _floor(x: float) -> int:
     if not math.isfinite(x):
         _domain("floor", x, "the argument must be a finite real")
@@ -145,9 +188,10 @@ def _floor(x: float) -> int:
 
 
 def _log1p(x: float) -> float:
-    if x < -1.0 or math.isnan(x):
-        _domain("log1p", x, "the argument must not be less than -1")
-    return math.log1p(x) if x > -1.0 else -math.inf
+    """log (1 + x): -inf at -1, NaN below -1 and at NaN."""
+    if x > -1.0:
+        return math.log1p(x)
+    return -math.inf if x == -1.0 else math.nan
 
 
 def _odd(y: float) -> bool:
@@ -155,34 +199,38 @@ def _odd(y: float) -> bool:
 
 
 def _pow(xy) -> float:
-    """x ** y on R (math.pow): a zero base with a negative exponent and a
-    negative base with a non-integer exponent are runtime errors; an overflow
-    is an infinity (as for exp)."""
+    """x ** y on R: math.pow, with IEEE's (and numpy's) results where math.pow
+    raises: zero to a negative power is an infinity (-inf for -0.0 and an odd
+    integer exponent), a negative finite base with a non-integer finite exponent
+    is NaN, an overflow is an infinity (-inf for a negative base and an odd
+    exponent)."""
     x, y = xy
     if x == 0.0 and y < 0.0:
-        raise EvalError(f"division by zero: {x!r} ** {y!r} (zero to a negative power)")
+        return -math.inf if math.copysign(1.0, x) < 0.0 and _odd(y) else math.inf
     try:
         return math.pow(x, y)
     except ValueError:
-        raise EvalError(f"{x!r} ** {y!r}: a negative base needs an integer exponent") from None
+        return math.nan
     except OverflowError:
         return -math.inf if x < 0.0 and _odd(y) else math.inf
 
 
 def _powi(xn) -> float:
     """x ** n with n : Z: as math.pow(x, n), with the sign from the parity of n
-    itself (also when n is too large for a float)."""
+    itself (also when n is too large for a float); zero to a negative power is
+    an infinity (-inf for -0.0 and an odd n)."""
     x, n = xn
-    if x == 0.0 and n < 0:
-        raise EvalError(f"division by zero: {x!r} ** {n!r} (zero to a negative power)")
     try:
         e = float(n)
     except OverflowError:
         e = math.inf if n > 0 else -math.inf
-    try:
-        r = math.pow(abs(x), e)
-    except OverflowError:
+    if x == 0.0 and n < 0:
         r = math.inf
+    else:
+        try:
+            r = math.pow(abs(x), e)
+        except OverflowError:
+            r = math.inf
     return -r if n % 2 == 1 and math.copysign(1.0, x) < 0.0 else r
 
 
@@ -247,16 +295,16 @@ register(Primitive("DIV", RR, R, _div,
                    doc="x / y on R"))
 register(Primitive("EXP", R, R, _exp, lambda p, d: scale(d, prim("EXP", p))))
 register(Primitive("LOG", R, R, _log, lambda p, d: scale(d, prim("DIV", lit(1.0), p))))
-register(Primitive("SIN", R, R, math.sin, lambda p, d: scale(d, prim("COS", p)),
+register(Primitive("SIN", R, R, _sin, lambda p, d: scale(d, prim("COS", p)),
                    inline="_sin({0})"))
-register(Primitive("COS", R, R, math.cos, lambda p, d: scale(d, prim("NEG", prim("SIN", p))),
+register(Primitive("COS", R, R, _cos, lambda p, d: scale(d, prim("NEG", prim("SIN", p))),
                    inline="_cos({0})"))
 register(Primitive("TANH", R, R, math.tanh,
                    lambda p, d: scale(d, prim("ADD", lit(1.0), prim("NEG", prim(
                        "MUL", prim("TANH", p), prim("TANH", p)))))))
 register(Primitive("SQRT", R, R, _sqrt,
                    lambda p, d: scale(d, prim("DIV", lit(0.5), prim("SQRT", p)))))
-register(Primitive("TOREAL", Z, R, float, lambda p, d: LUnit(), doc="Z to R"))
+register(Primitive("TOREAL", Z, R, _toreal, lambda p, d: LUnit(), doc="Z to R"))
 register(Primitive("FLOOR", R, Z, _floor, lambda p, d: lzero_real(),
                    doc="the largest integer <= x (R to Z); its derivative is zero"))
 

@@ -84,7 +84,7 @@ BAD = [
     ("frobnicate",),                                                # unknown command
     ("run", "{badsyntax}", "--args", "[1.0]"),                     # parse error
     ("run", "{badtype}", "--args", "[1.0]"),                       # type error
-    ("run", "{logneg}", "--args", "[-1.0]"),                        # runtime error
+    ("run", "{divzero}", "--args", "[1]"),                          # runtime error
 ]
 
 
@@ -95,7 +95,7 @@ def test_bad_input_exits_2_with_message_on_stderr_only(argv, tmp_path, capsys):
         "basic": str(EX / "basic.chad"),
         "badsyntax": _write(tmp_path, "s.chad", "def f(x : R) : R = let y = in x\n"),
         "badtype": _write(tmp_path, "t.chad", "def f(x : R) : R = fst x\n"),
-        "logneg": _write(tmp_path, "l.chad", "def f(x : R) : R = log x\n"),
+        "divzero": _write(tmp_path, "l.chad", "def f(n : Z) : Z = div(n, n - 1)\n"),
     }
     code, out, err = run_cli(capsys, *[a.format(**files) for a in argv])
     assert code == 2

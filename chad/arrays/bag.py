@@ -261,10 +261,11 @@ def scatter(dense, pairs: Pairs, elem_lt: LType):
     if isinstance(elem_lt, LR):
         out = np.array(dense, dtype=np.float64, copy=True)
         if m:
-            if idx is None:
-                out[:m] += pairs.vals
-            else:
-                out += np.bincount(idx, weights=pairs.vals, minlength=n)
+            with np.errstate(all="ignore"):  # IEEE (inf + -inf is NaN), no numpy warning
+                if idx is None:
+                    out[:m] += pairs.vals
+                else:
+                    out += np.bincount(idx, weights=pairs.vals, minlength=n)
         return out, m
     out = list(dense)
     work = 0

@@ -220,7 +220,8 @@ def eval_map(ev, t: MapA, env):
 
 # prim SUM : Array R -> R, cost 1 + arg + n; its derivative fills a BArray.
 def _sum(a) -> float:
-    return float(np.sum(np.asarray(a, dtype=np.float64)))
+    with np.errstate(all="ignore"):  # inf + -inf is NaN, as IEEE (without numpy's warning)
+        return float(np.sum(np.asarray(a, dtype=np.float64)))
 
 
 def _isum(a) -> int:

@@ -39,7 +39,7 @@ import re
 from chad import tables
 from chad.errors import ChadError
 from chad.linear import zerov
-from chad.primitives import PRIMITIVES
+from chad.primitives import PRIMITIVES, _cos, _sin
 from chad.terms import (
     AddEVM, Ann, App, BindEVM, Call, Case, Fst, Inl, Inr, Lam, LCastL, LCastR, Let, LFst,
     LInl, LInr, LPair, LPairZero, LSnd, LSumZero, LUnit, Pair, Prim, PureEVM, RunEVM,
@@ -110,7 +110,7 @@ class Gen:
         self.inline = inline
         self.prepare = prepare or (lambda t: t)
         self.ns: dict = {
-            "_math": math, "_sin": math.sin, "_cos": math.cos, "_abs": abs, "_TRUE": TRUE,
+            "_math": math, "_sin": _sin, "_cos": _cos, "_abs": abs, "_TRUE": TRUE,
             "_FALSE": FALSE, "_Inj": Inj, "_padd": support.padd, "_zerov": zerov,
             "_e2c": env_tuple_to_cells, "_c2e": cells_to_env_tuple,
             "_run_rule": support.run_rule, "_partial": functools.partial,

@@ -1,7 +1,7 @@
 """What the simplifier may assume about a target term without running it.
 
-* `may_fail(t)`: can evaluating t raise (a partial primitive such as division,
-  log, sqrt, sin of an infinity; array indexing; a def call; an application of
+* `may_fail(t)`: can evaluating t raise (a partial primitive: `floor` of an
+  infinity, integer `div`/`mod` by zero; array indexing; a def call; an application of
   an unknown function; running an action)? Conservative: every node class not
   listed below, and every primitive not known to be total, may fail. A term that
   may fail is never dropped, nor moved to where it might not be evaluated.
@@ -28,14 +28,17 @@ from chad.terms import (
     Snd, Term, ThenEVM, Unit, Var, shape,
 )
 
-# Primitives whose evaluation never raises on arguments of their type (floats
-# overflow to inf and propagate NaN; EXP catches its overflow; integers are
-# unbounded). SIN and COS raise on an infinity, TOREAL on a huge integer, DIV,
-# LOG, LOG1P, SQRT, POW, POWI, IDIV and IMOD outside their domain: they are not
-# here, nor is any primitive registered by an extension.
+# Primitives whose evaluation never raises on arguments of their type: the
+# primitives on R follow IEEE 754 (chad/primitives.py: an overflow is an
+# infinity, a division by zero, log, sqrt, log1p, ** outside their domain and
+# sin, cos of an infinity are infinities or NaN, TOREAL of a huge integer is an
+# infinity; NaN propagates) and integers are unbounded. FLOOR (of an infinity
+# or NaN), IDIV and IMOD (by zero) raise: they are not here, nor is any
+# primitive registered by an extension.
 TOTAL_PRIMS = frozenset({
     "ADD", "MUL", "NEG", "LIT", "ILIT", "IADD", "IMUL", "INEG", "SIGN", "EXP", "TANH",
-    "LT", "LE", "GT", "GE", "EQ", "ILT", "ILE", "IGT", "IGE", "IEQ",
+    "DIV", "LOG", "LOG1P", "SQRT", "POW", "POWI", "SIN", "COS", "TOREAL",
+    "LT", "LE", "GT", "GE", "EQ", "NE", "ILT", "ILE", "IGT", "IGE", "IEQ", "INE",
     "ABS", "IABS", "ATAN", "MAX", "MIN", "NOT", "AND", "OR",
     "LZERO", "LADD", "LSCALE", "LNEG",
 })
