@@ -67,8 +67,9 @@ def _int(v, what: str, loc) -> int:
     raise EvalError(f"{what} must be an integer, got {v!r}", loc)
 
 
-def _eval(ev, t, env):
-    """ev.eval with a fast path for variables (same value and cost: 1)."""
+def eval_fast(ev, t, env):
+    """ev.eval with a fast path for variables (same value and cost: 1); for the
+    loops of array and iteration rules (chad/loops/ uses it too)."""
     if type(t) is Var:
         v = env.get(t.name, _MISSING)
         if v is not _MISSING:
@@ -118,7 +119,7 @@ def _numbers(ty, n: int):
 
 
 def eval_build(ev, t: Build, env):
-    n, cost = _eval(ev, t.size, env)
+    n, cost = eval_fast(ev, t.size, env)
     n = _int(n, "the size of build", t.loc)
     if n < 0:
         raise EvalError(f"build of negative size {n} (length must be >= 0)", t.loc)
@@ -141,8 +142,8 @@ def eval_build(ev, t: Build, env):
 
 
 def eval_index(ev, t: Index, env):
-    a, ca = _eval(ev, t.arr, env)
-    i, ci = _eval(ev, t.idx, env)
+    a, ca = eval_fast(ev, t.arr, env)
+    i, ci = eval_fast(ev, t.idx, env)
     i = _int(i, "an array index", t.loc)
     n = len(a)
     if not 0 <= i < n:
@@ -155,14 +156,14 @@ def eval_array_lit(ev, t: ArrayLit, env):
     items = []
     cost = 1
     for e in t.elems:
-        v, c = _eval(ev, e, env)
+        v, c = eval_fast(ev, e, env)
         items.append(v)
         cost += c
     return array_of(t.ty, items), cost
 
 
 def eval_length(ev, t: Length, env):
-    a, c = _eval(ev, t.expr, env)
+    a, c = eval_fast(ev, t.expr, env)
     return len(a), 1 + c
 
 
@@ -190,7 +191,7 @@ def _fold_items(a, loc):
 
 
 def eval_fold(ev, t: Fold, env):
-    a, ca = _eval(ev, t.arr, env)
+    a, ca = eval_fast(ev, t.arr, env)
     items = _fold_items(a, t.loc)
     name, body = t.name, t.body
     v, c = reduce_balanced(items, lambda l, r: ev.bind(env, name, (l, r), body))
@@ -198,7 +199,7 @@ def eval_fold(ev, t: Fold, env):
 
 
 def eval_map(ev, t: MapA, env):
-    a, cost = _eval(ev, t.arr, env)
+    a, cost = eval_fast(ev, t.arr, env)
     cost += 1
     name, body = t.name, t.body
     n = len(a)
@@ -244,48 +245,48 @@ def eval_bempty(ev, t, env):
 
 
 def eval_bone(ev, t: BOneT, env):
-    i, ci = _eval(ev, t.idx, env)
-    v, cv = _eval(ev, t.val, env)
+    i, ci = eval_fast(ev, t.idx, env)
+    v, cv = eval_fast(ev, t.val, env)
     return BOne(int(i), v), 1 + ci + cv
 
 
 def eval_barray(ev, t: BArrayT, env):
-    vals, cost = _eval(ev, t.vals, env)
+    vals, cost = eval_fast(ev, t.vals, env)
     idx = None
     if t.idx is not None:
-        idx, ci = _eval(ev, t.idx, env)
+        idx, ci = eval_fast(ev, t.idx, env)
         cost += ci
     return BArray(vals, idx), 1 + cost
 
 
 def eval_bfill(ev, t: BFillT, env):
-    a, ca = _eval(ev, t.arr, env)
-    d, cd = _eval(ev, t.val, env)
+    a, ca = eval_fast(ev, t.arr, env)
+    d, cd = eval_fast(ev, t.val, env)
     n = len(a)
     return BArray(np.full(n, 0.0 if d is None else float(d))), 1 + ca + cd + n
 
 
 def eval_collect(ev, t: Collect, env):
-    b, cb = _eval(ev, t.bag, env)
+    b, cb = eval_fast(ev, t.bag, env)
     pairs, work = collect(b, t.elem)
     return pairs, 1 + cb + work
 
 
 def eval_zeros(ev, t: Zeros, env):
-    n, cn = _eval(ev, t.size, env)
+    n, cn = eval_fast(ev, t.size, env)
     z, work = zeros(int(n), t.elem)
     return z, 1 + cn + work
 
 
 def eval_scatter(ev, t: Scatter, env):
-    dense, cd = _eval(ev, t.dense, env)
-    pairs, cp = _eval(ev, t.pairs, env)
+    dense, cd = eval_fast(ev, t.dense, env)
+    pairs, cp = eval_fast(ev, t.pairs, env)
     out, work = scatter(dense, pairs, t.elem)
     return out, 1 + cd + cp + work
 
 
 def eval_unzip(ev, t: Unzip, env):
-    a, ca = _eval(ev, t.arr, env)
+    a, ca = eval_fast(ev, t.arr, env)
     firsts = [p[0] for p in a]
     seconds = tuple(p[1] for p in a)
     if t.elem is None:
@@ -300,7 +301,7 @@ def eval_unzip_map(ev, t: UnzipMap, env):
     1 + c(arr) + Σ c(body) + n (the map's body costs and the unzip's n), the same
     values and errors (in the same order) as `let m = map (x. body) arr in unzip m`,
     which costs exactly 3 more (the let, the read of m, one of the two heads)."""
-    a, cost = _eval(ev, t.arr, env)
+    a, cost = eval_fast(ev, t.arr, env)
     name, body = t.name, t.body
     n = len(a)
     firsts = []
@@ -319,8 +320,8 @@ def eval_scatter_bag(ev, t: ScatterBag, env):
     1 + c(arr) + c(bag) + n (the zeros) + (collect's work) + (scatter's work);
     the written-out term costs exactly 3 more (the heads of length, zeros and
     collect)."""
-    a, ca = _eval(ev, t.arr, env)
-    b, cb = _eval(ev, t.bag, env)
+    a, ca = eval_fast(ev, t.arr, env)
+    b, cb = eval_fast(ev, t.bag, env)
     z, zw = zeros(len(a), t.elem)
     pairs, cw = collect(b, t.elem)
     out, sw = scatter(z, pairs, t.elem)
@@ -328,8 +329,8 @@ def eval_scatter_bag(ev, t: ScatterBag, env):
 
 
 def eval_gather(ev, t: Gather, env):
-    a, ca = _eval(ev, t.arr, env)
-    idx, ci = _eval(ev, t.idx, env)
+    a, ca = eval_fast(ev, t.arr, env)
+    idx, ci = eval_fast(ev, t.idx, env)
     idx = np.asarray(idx, dtype=np.int64)
     n, m = len(a), len(idx)
     if m:
@@ -433,12 +434,12 @@ class _Element:
 
 
 def eval_sequence_scoped(ev, t: SequenceScoped, env):
-    fns, cf = _eval(ev, t.fns, env)
-    ctgs, cc = _eval(ev, t.ctgs, env)
+    fns, cf = eval_fast(ev, t.fns, env)
+    ctgs, cc = eval_fast(ev, t.ctgs, env)
     inits = []
     cost = 1 + cf + cc
     for it in t.inits:
-        v, c = _eval(ev, it, env)
+        v, c = eval_fast(ev, it, env)
         inits.append(v)
         cost += c
     n = len(fns)
@@ -471,7 +472,7 @@ def eval_sequence_scoped(ev, t: SequenceScoped, env):
 
 
 def eval_fold_tree(ev, t: FoldTree, env):
-    a, ca = _eval(ev, t.arr, env)
+    a, ca = eval_fast(ev, t.arr, env)
     items = _fold_items(a, t.loc)
     leaves = [Leaf(x, i) for i, x in enumerate(items)]
     name, body = t.name, t.body
@@ -485,7 +486,7 @@ def eval_fold_tree(ev, t: FoldTree, env):
 
 
 def eval_get_a(ev, t: GetA, env):
-    tree, c = _eval(ev, t.tree, env)
+    tree, c = eval_fast(ev, t.tree, env)
     return tree.value, 1 + c
 
 
@@ -493,9 +494,9 @@ def eval_untree(ev, t: UnTree, env):
     """unTree of Fig. 10 with the leaf cotangents stored by position (instead of
     the difference list + fromList): the two subtrees' actions are combined with
     `then`, so the parallel EVM may run them concurrently (§8)."""
-    d, cd = _eval(ev, t.ctg, env)
-    tree, ct = _eval(ev, t.tree, env)
-    init, ci = _eval(ev, t.init, env)
+    d, cd = eval_fast(ev, t.ctg, env)
+    tree, ct = eval_fast(ev, t.tree, env)
+    init, ci = eval_fast(ev, t.init, env)
     evm = ev.evm
     elem = t.elem
     n = _count_leaves(tree)

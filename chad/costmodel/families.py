@@ -42,7 +42,7 @@ from chad.printer import print_program
 from chad.types import UNIT, ArrayT, Fun, Prod, R, Z
 
 from .fit import ClosedForm, FitError, Verdict, decide_family, fit_exact
-from .measure import PROVED, Constants, Measurement, measure
+from .measure import C_PRIMAL, PROVED, Constants, Measurement, measure
 
 
 @frozen
@@ -279,17 +279,17 @@ class FamilyResult:
                 f"every n of the fitted formulas, which is an extrapolation past "
                 f"n = {max(self.ns)}, not a proof")
         if self.proved:
-            text += (f"; proved for every n: the family is first-order, and the Agda "
-                     f"formalisation of Efficient CHAD proves c = 34 for the efficient "
-                     f"transform of every first-order program")
+            text += ("; proved for every n: the family is first-order, and the Agda "
+                     f"formalisation of Efficient CHAD proves c = {C_PRIMAL} for the efficient "
+                     "transform of every first-order program")
         return text
 
     @property
     def proved(self) -> bool:
         """Covered by a proof: the formalisation's theorem (efficient transform,
-        first-order language, c = 34) when the verdict is within 34."""
+        first-order language, TH2's c = 34) when the verdict is within it."""
         return (self.family.requires is None and self.transform == "efficient"
-                and self.within and self.constants.c >= 34)
+                and self.within and self.constants.c >= C_PRIMAL)
 
     def as_json(self) -> dict:
         return {

@@ -45,10 +45,10 @@ from __future__ import annotations
 import numpy as np
 
 from chad.arrays.bag import collect, dense_of, scatter, zeros
-from chad.arrays.evaluate import array_of, element
+from chad.arrays.evaluate import array_of, element, eval_fast
 from chad.errors import EvalError
 from chad.linear import plusv, zerov
-from chad.terms import Iter, Scan, Var
+from chad.terms import Iter, Scan
 from chad.values import make_array
 
 from .nodes import IterBack, IterFwd, ScanBack, ScanFwd
@@ -67,16 +67,6 @@ SCAN_BACK_STEP = 10  # per step of scanBack: read ds ! i (2), add it to the stat
 SCAN_SPLIT = 5      # the continuation: lfst, lsnd of p's cell (2 each), store da_i (1)
 SCAN_BACK_END = 3   # after the first step: pure (pair e_0 das) (+ k for the k das)
 
-_MISSING = object()
-
-
-def _eval(ev, t, env):
-    """ev.eval with a fast path for variables (same value and cost: 1)."""
-    if type(t) is Var:
-        v = env.get(t.name, _MISSING)
-        if v is not _MISSING:
-            return v, 1
-    return ev.eval(t, env)
 
 
 def _steps(v, loc) -> int:
@@ -87,9 +77,9 @@ def _steps(v, loc) -> int:
 
 
 def eval_iter(ev, t: Iter, env):
-    n, cn = _eval(ev, t.count, env)
+    n, cn = eval_fast(ev, t.count, env)
     k = _steps(n, t.loc)
-    x, cost = _eval(ev, t.init, env)
+    x, cost = eval_fast(ev, t.init, env)
     cost += 1 + cn
     name, body = t.name, t.body
     bind = ev.bind
@@ -100,9 +90,9 @@ def eval_iter(ev, t: Iter, env):
 
 
 def eval_iter_fwd(ev, t: IterFwd, env):
-    n, cn = _eval(ev, t.count, env)
+    n, cn = eval_fast(ev, t.count, env)
     k = _steps(n, t.loc)
-    x, cost = _eval(ev, t.init, env)
+    x, cost = eval_fast(ev, t.init, env)
     cost += 1 + cn
     name, body = t.name, t.body
     bind = ev.bind
@@ -149,9 +139,9 @@ class _Next:
 
 
 def eval_iter_back(ev, t: IterBack, env):
-    bps, c1 = _eval(ev, t.bps, env)
-    d, c2 = _eval(ev, t.ctg, env)
-    init, c3 = _eval(ev, t.init, env)
+    bps, c1 = eval_fast(ev, t.bps, env)
+    d, c2 = eval_fast(ev, t.ctg, env)
+    init, c3 = eval_fast(ev, t.init, env)
     act, c = _Reverse(ev, bps, init).step(len(bps) - 1, d)
     return act, 1 + c1 + c2 + c3 + c
 
@@ -160,8 +150,8 @@ def eval_iter_back(ev, t: IterBack, env):
 
 
 def eval_scan(ev, t: Scan, env):
-    x, cost = _eval(ev, t.init, env)
-    a, ca = _eval(ev, t.arr, env)
+    x, cost = eval_fast(ev, t.init, env)
+    a, ca = eval_fast(ev, t.arr, env)
     cost += 1 + ca
     name, body = t.name, t.body
     bind = ev.bind
@@ -175,8 +165,8 @@ def eval_scan(ev, t: Scan, env):
 
 
 def eval_scan_fwd(ev, t: ScanFwd, env):
-    x, cost = _eval(ev, t.init, env)
-    a, ca = _eval(ev, t.arr, env)
+    x, cost = eval_fast(ev, t.init, env)
+    a, ca = eval_fast(ev, t.arr, env)
     cost += 1 + ca
     name, body = t.name, t.body
     bind = ev.bind
@@ -250,9 +240,9 @@ class _ScanNext:
 
 
 def eval_scan_back(ev, t: ScanBack, env):
-    bps, c1 = _eval(ev, t.bps, env)
-    d, c2 = _eval(ev, t.ctg, env)
-    init, c3 = _eval(ev, t.init, env)
+    bps, c1 = eval_fast(ev, t.bps, env)
+    d, c2 = eval_fast(ev, t.ctg, env)
+    init, c3 = eval_fast(ev, t.init, env)
     k = len(bps)
     z, zw = zeros(k, t.state)
     pairs, cw = collect(d, t.state)
