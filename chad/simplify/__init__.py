@@ -35,7 +35,7 @@ from .occurrences import analyse
 from .predicates import may_fail
 from .rewrite import run_pass
 
-MAX_ROUNDS = 12
+MAX_ROUNDS = 24
 
 
 def simplify(term: Term, max_rounds: int = MAX_ROUNDS) -> Term:
