@@ -149,6 +149,8 @@ def cmd_check(args) -> int:
     if args.plot is not None:
         _check_plot_path(args.plot)
     if args.family is not None:
+        if args.stats:
+            raise _usage("--stats is about generated programs; a family (--family) has none")
         return _check_family(args, transforms, constants)
     if args.programs < 1:
         raise _usage("--programs must be at least 1")

@@ -132,3 +132,16 @@ def assert_gradient_matches_fd(chad, prog, args, rel=1e-6, abs=1e-6):
         for step in path:
             got = got.value if step == "inj" else got[step]
         assert got == pytest.approx(expected, rel=rel, abs=abs), (i, path)
+
+
+EVMS = ("spec", "map", "array", "parallel")
+
+
+def assert_same_on_every_runtime(prog, args, ctg=1.0):
+    """The gradient's step count and its result are the same on every EVM (the
+    formalisation's LACM and the three runtimes)."""
+    from chad.costmodel.measure import measure
+
+    ms = [measure(prog, args, ctg, evm=e) for e in EVMS]
+    assert len({m.gradient_steps for m in ms}) == 1, [m.gradient_steps for m in ms]
+    assert len({repr(m.result) for m in ms}) == 1, [m.result for m in ms]

@@ -147,6 +147,8 @@ def test_cli_first_order_features_and_constants(capsys):
     (["--programs", "0"], "at least 1"),
     (["--plot", "x.pdf"], ".png"),
     (["--features", "sets"], "unknown feature"),
+    (["--features", "loops", "--transform", "naive"], "does not support loops"),
+    (["--family", "op_fst", "--stats"], "a family (--family) has none"),
 ])
 def test_cli_usage_errors_exit_2(capsys, argv, msg):
     assert main(["check"] + argv) == 2

@@ -20,7 +20,7 @@ from chad.printer import print_program
 from chad.terms import Scan
 from chad.transform.efficient import chad_def
 
-from tests.fd import assert_gradient_matches_fd
+from tests.fd import assert_gradient_matches_fd, assert_same_on_every_runtime
 
 # the states, and a weighted sum of them (each element's cotangent differs)
 SCALAR = "def f(x : R, w : R, a : Array R) : Array R = scan (\\p -> fst p * w + snd p) x a\n"
@@ -280,12 +280,7 @@ def test_gradient_steps_are_linear_in_n_and_th2_holds(text, args):
     (LSTM, [0.8, 0.6, [0.1, -0.4, 0.9]]), (PAIR_ELEMENTS, [0.4, [[0.5, 0.1], [1.5, -0.3]]]),
 ])
 def test_step_counts_and_results_do_not_depend_on_the_runtime(text, args):
-    from chad.costmodel.measure import measure
-
-    prog = chad.load(text)
-    ms = [measure(prog, args, 1.0, evm=e) for e in ("spec", "map", "array", "parallel")]
-    assert len({m.gradient_steps for m in ms}) == 1
-    assert len({repr(m.result) for m in ms}) == 1
+    assert_same_on_every_runtime(chad.load(text), args)
 
 
 def test_family_scan_chain_is_bounded(capsys):

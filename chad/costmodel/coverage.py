@@ -29,6 +29,8 @@ from chad.terms import (
     Pair, Prim, Program, Scan, Snd, Var, subterms,
 )
 
+from chad.types import ArrayT
+
 from .evaluate import Evaluator
 
 LARGE = 10      # elements: an array at least this long makes per-element costs dominate
@@ -147,7 +149,7 @@ def _occurrences(program: Program) -> Counter:
 def _has_arrays(program: Program) -> bool:
     return any(type(u) in (Build, MapA, ArrayLit) for d in program.defs
                for u in subterms(d.body)) or any(
-        type(p.ty).__name__ == "ArrayT" for p in program.defs[-1].params)
+        isinstance(p.ty, ArrayT) for p in program.defs[-1].params)
 
 
 FEATURES: tuple[Feature, ...] = (
