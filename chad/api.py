@@ -1,5 +1,8 @@
 """The library API: `import chad` then `chad.grad(...)`, `chad.vjp(...)`,
-`chad.primal(...)`, `chad.cost(...)`, `chad.run(...)`.
+`chad.primal(...)`, `chad.cost(...)`, `chad.run(...)`, and the JAX-shaped
+`chad.value_and_grad`, `chad.jacrev`, `chad.resolve`, `chad.complexity` (at the
+end) for `@chad.function`s (chad/frontend/) and text programs alike. Loading,
+running and the compiled primal are chad/api_core.py's, re-exported here.
 
 `grad`, `vjp` and `primal` run compiled code by default (`backend="compiled"`,
 chad/compile/): generated Python, compiled once per (program, def, transform,
@@ -19,71 +22,43 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+import numpy as np
 from attrs import frozen
 
 from chad.costmodel.evaluate import Evaluator
-from chad.costmodel.lacm import SpecLACM
 from chad.costmodel.measure import (  # noqa: F401  (the TH2 numbers, re-exported here)
     C_CONST, C_PARAMS, C_PRIMAL, UNSET, CostReport, measure, th2_bound,
 )
-from chad.runtime.registry import make_evm as _make_runtime
 
-from . import features
-from .checker import check_program
+from .api_core import (  # noqa: F401  (re-exported: the library API)
+    BACKENDS, _backend, _call, _decoder, _defs, _replay, decode_args, load,
+    make_evm, primal,
+)
+from .api_core import run as _run
 from .compile import backend as compiled
 from .compile import convert
 from .cotangents import ctg_from_json, densify
 from .deep import run_deep
 from .errors import ChadError, UsageError
-from .parser import parse_program
+from .frontend.annotations import TupleT
+from .frontend.annotations import python_name as _python_name
+from .frontend.function import ChadFunction, from_text, with_python_source
+from .frontend.values import cotangent_encoder, decoder
 from .terms import Def, Program
 from .transform.registry import get_transform
-from .types import Real, Type, is_first_order
-from .values import value_from_json
-
-features.load()  # the composition root: every transform and extension
-
-def load(program: str | Program, file: str = "<input>") -> Program:
-    """Parse (if text) and type check a program."""
-    if isinstance(program, str):
-        program = parse_program(program, file)
-    if _is_checked(program):
-        return program
-    return check_program(program)
+from .types import BOOL, ArrayT, R, Real, Z, is_first_order
 
 
-def _is_checked(program: Program) -> bool:
-    return all(d.body.ty is not None for d in program.defs)
 
-
-def make_evm(name: str):
-    """An EVM implementation by name: map, array, parallel (or spec, the oracle)."""
-    if name == "spec":
-        return SpecLACM()
-    return _make_runtime(name)
-
-
-def _defs(program: Program) -> dict[str, Def]:
-    return {d.name: d for d in program.defs}
-
-
-def decode_args(d: Def, args: Sequence[Any]) -> dict[str, Any]:
-    """Check arity and decode each argument against its parameter's type."""
-    if not isinstance(args, (list, tuple)):
-        raise UsageError(f"args: expected a list of {len(d.params)} argument(s) for {d.name}")
-    if len(args) != len(d.params):
-        raise UsageError(f"args: {d.name} takes {len(d.params)} argument(s) "
-                         f"({', '.join(f'{p.name} : {p.ty}' for p in d.params)}), got {len(args)}")
-    return {p.name: value_from_json(p.ty, a, f"args[{i}]")
-            for i, (p, a) in enumerate(zip(d.params, args))}
-
-
-def run(program: str | Program, args: Sequence[Any], fn: str | None = None) -> tuple[Any, int]:
-    """Evaluate def `fn` (default: the last) on args: (value, steps)."""
-    prog = load(program)
-    d = prog.find(fn)
-    env = decode_args(d, args)
-    return run_deep(Evaluator(_defs(prog)).eval, d.body, env)
+def run(program, args: Sequence[Any], fn: str | None = None) -> tuple[Any, int]:
+    """Evaluate def `fn` (default: the last) on args: (value, steps). For a
+    `@chad.function` f, `run(f, args)` takes the Python arguments and gives the
+    value as a call of f does."""
+    if isinstance(program, ChadFunction):
+        func, fn = program, _no_fn(program, fn)
+        value, steps = _run(func.program, func.encode_args(args), func.def_name)
+        return decoder(func.result_type)(value), steps
+    return _run(program, args, fn)
 
 
 @frozen
@@ -92,24 +67,26 @@ class VJPResult:
     primal_steps_forward: int  # steps of the forward (primal) pass of the derivative
 
 
-BACKENDS = ("compiled", "interp")
+def vjp(program, *args, **kwargs):
+    """Two forms.
 
+    `vjp(prog, fn=None, evm="array", transform="efficient", backend=None,
+    simplify=True)(*args)`, prog a text program or a `Program`, gives (value,
+    backprop); backprop(ctg) gives the dense gradient, one cotangent per
+    parameter. ctg may be sparse (None = zero).
 
-def _backend(backend: str | None, evm: str = "array") -> str:
-    """The backend to use: as given, or by default compiled, except with the spec
-    EVM (the formalisation's LACM, a model for the counting evaluator only)."""
-    if backend is None:
-        return "interp" if evm == "spec" else "compiled"
-    if backend not in BACKENDS:
-        raise UsageError(f"unknown backend {backend!r} (choose from {', '.join(BACKENDS)})")
-    return backend
+    `vjp(f, *primals)`, f a `@chad.function` (or `chad.from_text(...)`), is
+    JAX's: (out, vjp_fn), vjp_fn(cotangent) -> one gradient per argument, as
+    numpy values in the arguments' shapes. Keywords: backend, evm, transform.
 
-
-def vjp(program: str | Program, fn: str | None = None, evm: str = "array",
-        transform: str = "efficient", backend: str | None = None, simplify: bool = True):
-    """`vjp(prog)(*args)` gives (value, backprop); backprop(ctg) gives the dense
-    gradient, one cotangent per parameter. ctg may be sparse (None = zero).
     backend: "compiled" (the default, except with evm="spec") or "interp"."""
+    if isinstance(program, ChadFunction):
+        return _vjp_of(program, args, **kwargs)
+    return _text_vjp(program, *args, **kwargs)
+
+
+def _text_vjp(program: str | Program, fn: str | None = None, evm: str = "array",
+              transform: str = "efficient", backend: str | None = None, simplify: bool = True):
     backend = _backend(backend, evm)
     prog = load(program)
     d = prog.find(fn)
@@ -134,17 +111,34 @@ def vjp(program: str | Program, fn: str | None = None, evm: str = "array",
     return at
 
 
-def grad(program: str | Program, fn: str | None = None, evm: str = "array",
-         transform: str = "efficient", backend: str | None = None, simplify: bool = True):
-    """`grad(prog)(*args, ctg=None)` gives (value, gradients).
+def grad(program, *args, **kwargs):
+    """Two forms.
+
+    `grad(prog, fn=None, evm="array", transform="efficient", backend=None,
+    simplify=True)(*args, ctg=None)`, prog a text program or a `Program`, gives
+    (value, gradients), one gradient per parameter.
+
+    `grad(f, argnums=0)`, f a `@chad.function` (or `chad.from_text(...)`) with a
+    float result, is JAX's: `grad(f)(*args)` is the gradient with respect to
+    argument `argnums` (a tuple of them for a tuple of ints), as numpy values in
+    the arguments' shapes. Keywords: backend, evm, transform.
+
     backend: "compiled" (the default, except with evm="spec") or "interp"."""
+    if isinstance(program, ChadFunction):
+        vg = value_and_grad(program, *args, **kwargs)
+        return lambda *a, **k: vg(*a, **k)[1]
+    return _text_grad(program, *args, **kwargs)
+
+
+def _text_grad(program: str | Program, fn: str | None = None, evm: str = "array",
+               transform: str = "efficient", backend: str | None = None, simplify: bool = True):
     backend = _backend(backend, evm)
     prog = load(program)
     d = prog.find(fn)
     if backend == "compiled" and convert.value_independent(d.result):
         _check_first_order(d)
         return _compiled_grad(prog, d, get_transform(transform), evm, simplify)
-    f = vjp(prog, fn, evm, transform, backend, simplify)
+    f = _text_vjp(prog, fn, evm, transform, backend, simplify)
 
     def at(*args, ctg=UNSET):
         value, backprop = f(*args)
@@ -153,79 +147,13 @@ def grad(program: str | Program, fn: str | None = None, evm: str = "array",
     return at
 
 
-def primal(program: str | Program, fn: str | None = None, backend: str | None = None,
-           simplify: bool = True):
-    """`primal(prog)(*args)` gives the value of def `fn` (default: the last)."""
-    backend = _backend(backend)
-    prog = load(program)
-    d = prog.find(fn)
-    if backend == "interp":
-        defs = _defs(prog)
-
-        def interp(*args):
-            env = decode_args(d, args)
-            return run_deep(Evaluator(defs).eval, d.body, env)[0]
-
-        return interp
-    module = compiled.primal_module(prog, d, simplify)
-    entry, decode = module.entry, _decoder(d)
-
-    def at(*args):
-        vals = decode(args)
-        try:
-            return _call(entry, *vals)
-        except Exception as e:  # without a location: replayed on the reference
-            _replay(e, f"{d.name}", lambda: run(prog, args, d.name))
-
-    return at
-
-
 # ------------------------------------------------------------------ the compiled backend
-
-def _decoder(d: Def):
-    """args -> the parameters' values (decode_args', with fast paths)."""
-    fast = convert.arguments(d.params)
-
-    def slow(args):
-        env = decode_args(d, args)
-        return [env[p.name] for p in d.params]
-
-    def decode(args):
-        return fast(args, slow)
-
-    return decode
-
 
 def _decode_ctg(d: Def, ctg, value):
     ctg = _default_ctg(d, ctg)
     if ctg is UNSET:
         raise UsageError(f"a cotangent is required for a result of type {d.result}")
     return ctg_from_json(d.result, ctg, "ctg", value)
-
-
-def _call(fn, *args):
-    """fn(*args) on this thread; if it recurses too deeply for it (an action
-    tree of the map or parallel runtime is run recursively, as is a program the
-    simplifier could not flatten), the same compiled call again on a big-stack
-    thread (chad/deep.py). Compiled functions have no effects outside their
-    result, so the retry is the same computation."""
-    try:
-        return fn(*args)
-    except RecursionError:
-        return run_deep(fn, *args)
-
-
-def _replay(error: Exception, label: str, reference) -> None:
-    """Compiled code failed: a ChadError with a location is the error to report;
-    any other exception is replayed on the interpreter, whose error (with the
-    program's location) is the one to report. If the interpreter succeeds, the
-    compiler is wrong: say so, never fall back to the interpreter's answer."""
-    if isinstance(error, ChadError) and error.loc is not None:
-        raise error
-    reference()
-    raise compiled.CompileError(
-        f"the compiled code of {label} failed ({type(error).__name__}: {error}) "
-        "where the interpreter does not; please report this") from error
 
 
 def _compiled_grad(prog: Program, d: Def, spec, evm: str, simplify: bool):
@@ -286,7 +214,15 @@ def _compiled_vjp(prog: Program, d: Def, spec, evm: str, simplify: bool):
 def cost(program: str | Program, args: Sequence[Any], ctg: Any = UNSET, fn: str | None = None,
          transform: str = "efficient", evm: str = "array") -> CostReport:
     """Primal steps, gradient steps (TH2's left side) and the TH2 bound: the
-    measurement of chad/costmodel/measure.py, on the arguments checked here."""
+    measurement of chad/costmodel/measure.py, on the arguments checked here.
+    For a `@chad.function` f, `cost(f, args)` takes the Python arguments (and a
+    cotangent in the result's shape)."""
+    if isinstance(program, ChadFunction):
+        func, fn = program, _no_fn(program, fn)
+        func._prepare()
+        if ctg is not UNSET:
+            ctg = cotangent_encoder(func.result_type)(ctg, "ctg")
+        return cost(func.program, func.encode_args(args), ctg, func.def_name, transform, evm)
     prog = load(program)
     d = prog.find(fn)
     _check_first_order(d)
@@ -306,3 +242,265 @@ def _check_first_order(d: Def) -> None:
             raise UsageError(f"cannot differentiate {d.name}: parameter {p.name} has a function type {p.ty}")
     if not is_first_order(d.result):
         raise UsageError(f"cannot differentiate {d.name}: its result type {d.result} is a function type")
+
+
+# ------------------------------------------------------------------ the JAX-shaped API
+#
+# For a @chad.function (chad/frontend/) or `from_text(program, fn)`: arguments and
+# results are Python values (floats, ints, bools, numpy arrays, tuples), gradients
+# come back in the arguments' shapes (an int's is None). Built on `grad` and `vjp`
+# above: the compiled backend by default, once per function.
+
+
+def resolve(f, fn: str | None = None) -> tuple[Program, str]:
+    """(the checked program, the def name) of a decorated function, of
+    `from_text(...)`, or of a text program or `Program` (def `fn`, default the last)."""
+    func = _as_function(f, fn)
+    func._prepare()
+    return func.program, func.def_name
+
+
+def _as_function(f, fn: str | None = None) -> ChadFunction:
+    if isinstance(f, ChadFunction):
+        if fn is not None:
+            raise UsageError("fn= names a def of a text program; a decorated function is one def")
+        return f
+    if isinstance(f, (str, Program)):
+        return from_text(f, fn)
+    raise UsageError(f"expected a @chad.function, chad.from_text(...) or a program, "
+                     f"got {type(f).__name__}")
+
+
+def _argnums(func: ChadFunction, argnums) -> tuple[tuple[int, ...], bool]:
+    single = isinstance(argnums, int) and not isinstance(argnums, bool)
+    nums = (argnums,) if single else argnums
+    if not isinstance(nums, tuple) or not nums or not all(
+            isinstance(i, int) and not isinstance(i, bool) for i in nums):
+        raise UsageError(f"argnums must be an int or a non-empty tuple of ints, got {argnums!r}")
+    n = len(func.param_names)
+    for i in nums:
+        if not -n <= i < n:
+            raise UsageError(f"argnums={argnums!r}: {func.def_name} has {n} argument(s)")
+    nums = tuple(i % n for i in nums)
+    if len(set(nums)) != len(nums):
+        raise UsageError(f"argnums={argnums!r} names an argument twice")
+    for i in nums:
+        if not _has_real(func.param_types[i]):
+            raise UsageError(f"argnums={argnums!r}: argument {func.param_names[i]} has no float "
+                             "in it, so it has no gradient (leave it out of argnums)")
+    return nums, single
+
+
+def _has_real(ty) -> bool:
+    if ty == R:
+        return True
+    if isinstance(ty, TupleT):
+        return any(_has_real(e) for e in ty.elems)
+    if isinstance(ty, ArrayT):
+        return _has_real(ty.elem)
+    return False
+
+
+def value_and_grad(f, argnums=0, *, fn: str | None = None, backend: str | None = None,
+                   evm: str = "array", transform: str = "efficient"):
+    """`value_and_grad(f, argnums=0)(*args)` gives (value, gradient) of a function
+    with a float result; the gradient as `grad(f, argnums)` gives it."""
+    func = _as_function(f, fn)
+    func._prepare()
+    if func.result_type != R:
+        raise UsageError(f"value_and_grad and grad need a float result; {func.def_name} returns "
+                         f"{_py(func.result_type)}: use chad.vjp or chad.jacrev")
+    nums, single = _argnums(func, argnums)
+    g = _text_grad(func.program, func.def_name, evm, transform, backend)
+    decs = [decoder(func.param_types[i], gradient=True) for i in nums]
+
+    encode = func.encode_args
+    func._converters()
+    if func._all_real:  # floats in, floats out: chad's own values, nothing to convert
+        n, whole = len(func.param_names), nums == tuple(range(len(func.param_names)))
+
+        def reals(*args, **kwargs):
+            if kwargs or len(args) != n:
+                args = encode(args, kwargs)
+            else:
+                for a in args:
+                    if type(a) is not float:
+                        args = encode(args)
+                        break
+            try:
+                value, grads = g(*args)
+            except ChadError as e:
+                raise with_python_source(e) from None
+            if single:
+                return value, grads[nums[0]]
+            return value, (grads if whole else tuple([grads[i] for i in nums]))
+
+        return reals
+    if single:
+        (d,), (i,) = decs, nums
+
+        def one(*args, **kwargs):
+            value, grads = g(*encode(args, kwargs))
+            return value, d(grads[i])
+
+        return _located(one)
+
+    def at(*args, **kwargs):
+        value, grads = g(*encode(args, kwargs))
+        return value, tuple([d(grads[i]) for d, i in zip(decs, nums)])
+
+    return _located(at)
+
+
+def _located(fn):
+    """fn, its errors shown with the Python source line of their position
+    (a runtime error of a decorated function is at a line of its file)."""
+    def call(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except ChadError as e:
+            raise with_python_source(e) from None
+
+    return call
+
+
+def _vjp_of(func: ChadFunction, primals, backend: str | None = None, evm: str = "array",
+            transform: str = "efficient"):
+    func._prepare()
+    key = ("vjp", backend, evm, transform)
+    cached = func._api_cache.get(key)
+    if cached is None:  # built once per function: vjp(f, ...) is called per point
+        cached = func._api_cache[key] = (
+            _text_vjp(func.program, func.def_name, evm, transform, backend),
+            cotangent_encoder(func.result_type),
+            [decoder(t, gradient=True) for t in func.param_types], decoder(func.result_type))
+    back_of, ct_of, decs, decode = cached
+    value, backprop = _located(back_of)(*func.encode_args(primals))
+
+    def vjp_fn(ct):
+        grads = backprop(ct_of(ct, "cotangent"))
+        return tuple([d(g) for d, g in zip(decs, grads)])
+
+    return decode(value), _located(vjp_fn)
+
+
+def jacrev(f, argnums=0, *, fn: str | None = None, backend: str | None = None,
+           evm: str = "array", transform: str = "efficient"):
+    """`jacrev(f, argnums=0)(*args)`: the Jacobian by reverse mode, one backward
+    pass per real in the result. Its shape is the result's shape followed by the
+    argument's (JAX's convention): a float result gives the gradient, an array
+    result of length m and an array argument of length n an m x n matrix, a
+    tuple result a tuple (per argument inside it when argnums is a tuple)."""
+    func = _as_function(f, fn)
+    func._prepare()
+    nums, single = _argnums(func, argnums)
+    back_of = _text_vjp(func.program, func.def_name, evm, transform, backend)
+    out_ty = func.result_type
+    ct_of = cotangent_encoder(out_ty)
+    decs = [decoder(t, gradient=True) for t in func.param_types]
+
+    def at(*args, **kwargs):
+        value, backprop = back_of(*func.encode_args(args, kwargs))
+        out = decoder(out_ty)(value)
+
+        def grads(ct):
+            gs = backprop(ct_of(ct, "cotangent"))
+            return [d(g) for d, g in zip(decs, gs)]
+
+        tree = _jac_tree(out_ty, out, lambda c: c, grads)
+        per_arg = [_project(tree, j) for j in nums]
+        if single:
+            return per_arg[0]
+        if isinstance(out_ty, TupleT):  # JAX: the result's structure outside
+            return tuple(tuple(p[k] for p in per_arg) for k in range(len(out_ty.elems)))
+        return tuple(per_arg)
+
+    return _located(at)
+
+
+def _jac_tree(ty, val, place, grads):
+    """The gradients of every real of the result (place(c): the whole result's
+    cotangent with c at this part), as a tree: ("R", grads) ("T", parts)
+    ("A", parts) ("N",)."""
+    if ty == R:
+        return ("R", grads(place(1.0)))
+    if ty in (Z, BOOL) or not _has_real(ty):
+        return ("N",)
+    if isinstance(ty, TupleT):
+        n = len(ty.elems)
+        return ("T", [_jac_tree(e, val[k], lambda c, k=k: place(
+            tuple(c if j == k else None for j in range(n))), grads)
+            for k, e in enumerate(ty.elems)])
+    m = len(val)
+
+    def at(i, c):
+        if ty.elem == R:
+            z = np.zeros(m)
+            z[i] = c
+            return z
+        return [c if j == i else None for j in range(m)]
+
+    return ("A", [_jac_tree(ty.elem, val[i], lambda c, i=i: place(at(i, c)), grads)
+                  for i in range(m)])
+
+
+def _project(tree, j: int):
+    kind = tree[0]
+    if kind == "R":
+        return tree[1][j]
+    if kind == "N":
+        return None
+    if kind == "T":
+        return tuple(_project(t, j) for t in tree[1])
+    return _stack([_project(t, j) for t in tree[1]])
+
+
+def _stack(parts):
+    if not parts or all(p is None for p in parts):
+        return None if parts else np.zeros((0,))
+    if isinstance(parts[0], tuple):
+        return tuple(_stack([p[k] for p in parts]) for k in range(len(parts[0])))
+    return np.stack([np.asarray(p, dtype=np.float64) for p in parts])
+
+
+def _py(ty) -> str:
+    return _python_name(ty)
+
+
+def _no_fn(func: ChadFunction, fn) -> None:
+    if fn is not None:
+        raise UsageError("fn= names a def of a text program; a decorated function is one def")
+    func._prepare()
+
+
+def complexity(f, make_args, sizes: Sequence[int] = (1, 2, 3, 4, 5),
+               heldout: Sequence[int] = (7, 9), transform: str = "efficient", evm: str = "array"):
+    """The complexity check of a function over a family of inputs: `make_args(n)`
+    gives the (Python) arguments of size n. Measures primal and gradient steps at
+    every size, fits each exactly as a function of n (verified at the held-back
+    sizes) and lets z3 decide whether gradient(n) <= c*primal(n) + c' + ... for
+    every n (chad/costmodel/families.py `study`; docs/complexity-checker.md).
+    Returns a FamilyResult: `.status` ("bounded" or "refuted"), `.verdict`,
+    `.render()`. Python functions are outside the formalisation's first-order
+    language, so the verdict is z3's on the fitted forms, not a proof."""
+    from .costmodel.families import Family, Instance, study  # (z3, only when asked)
+
+    func = _as_function(f)
+    func._prepare()
+    if func.result_type != R:
+        raise UsageError(f"complexity needs a float result; {func.def_name} returns "
+                         f"{_py(func.result_type)}")
+    sizes, heldout = tuple(sizes), tuple(heldout)
+    if len(sizes) < 3 or set(sizes) & set(heldout):
+        raise UsageError("complexity needs at least three sizes, distinct from the held-back ones")
+
+    def make(n: int) -> Instance:
+        args = make_args(n)
+        if not isinstance(args, (tuple, list)):
+            raise UsageError(f"make_args({n}) must give a tuple of arguments")
+        return Instance(n, func.program, func.encode_args(tuple(args)), UNSET)
+
+    family = Family(func.def_name, f"{func.def_name} on make_args(n)", make, sizes, heldout,
+                    (transform,), requires="python",
+                    reference="a function of the Python front end")
+    return study(family, transform, evm)
