@@ -24,6 +24,7 @@ import importlib
 _PUBLIC = {
     "grad": "chad.api", "vjp": "chad.api", "primal": "chad.api", "cost": "chad.api",
     "run": "chad.api", "value_and_grad": "chad.api", "jacrev": "chad.api",
+    "jvp": "chad.api", "jacfwd": "chad.api", "hessian": "chad.api",
     "resolve": "chad.api", "complexity": "chad.api",
     "function": "chad.frontend", "Array": "chad.frontend", "to_source": "chad.frontend",
     "from_text": "chad.frontend",

@@ -1,7 +1,7 @@
 """The library API: `import chad` then `chad.grad(...)`, `chad.vjp(...)`,
 `chad.primal(...)`, `chad.cost(...)`, `chad.run(...)`, and the JAX-shaped
-`chad.value_and_grad`, `chad.jacrev`, `chad.resolve`, `chad.complexity` (at the
-end) for `@chad.function`s (chad/frontend/) and text programs alike. Loading,
+`chad.value_and_grad`, `chad.jacrev`, `chad.jvp`, `chad.jacfwd`, `chad.hessian`,
+`chad.resolve`, `chad.complexity` (at the end) for `@chad.function`s (chad/frontend/) and text programs alike. Loading,
 running and the compiled primal are chad/api_core.py's, re-exported here.
 
 `grad`, `vjp` and `primal` run compiled code by default (`backend="compiled"`,
@@ -30,6 +30,7 @@ from chad.costmodel.measure import (  # noqa: F401  (the TH2 numbers, re-exporte
     C_CONST, C_PARAMS, C_PRIMAL, UNSET, CostReport, measure, th2_bound,
 )
 
+from . import forward_api
 from .api_core import (  # noqa: F401  (re-exported: the library API)
     BACKENDS, _backend, _call, _decoder, _defs, _replay, decode_args, load,
     make_evm, primal,
@@ -43,7 +44,7 @@ from .errors import ChadError, UsageError
 from .frontend.annotations import TupleT
 from .frontend.annotations import python_name as _python_name
 from .frontend.function import ChadFunction, from_text, with_python_source
-from .frontend.values import cotangent_encoder, decoder
+from .frontend.values import cotangent_encoder, decoder, tangent_encoder
 from .terms import Def, Program
 from .transform.registry import get_transform
 from .types import BOOL, ArrayT, R, Real, Z, is_first_order
@@ -416,6 +417,50 @@ def jacrev(f, argnums=0, *, fn: str | None = None, backend: str | None = None,
         return tuple(per_arg)
 
     return _located(at)
+
+
+def jvp(f, primals, tangents, *, fn: str | None = None, backend: str | None = None):
+    """JAX's `jvp(f, primals, tangents) -> (value, tangent)`: the value of f at
+    `primals` and its derivative applied to `tangents` (one per argument, in the
+    argument's shape; None for an int or a bool), by CHAD's forward transformation
+    (chad/transform/forward.py, run by chad/forward_api.py)."""
+    func = _as_function(f, fn)
+    func._prepare()
+    primals, tangents = tuple(primals), tuple(tangents)
+    if len(tangents) != len(primals):
+        raise UsageError(f"jvp: {len(primals)} primal(s) but {len(tangents)} tangent(s)")
+    args = func.encode_args(primals)
+    tans = [tangent_encoder(t)(x, f"tangents[{i}]")
+            for i, (t, x) in enumerate(zip(func.param_types, tangents))]
+    value, tangent = _located(forward_api.run_jvp)(func.program, func.def_name, args, tans,
+                                                    backend)
+    out = func.result_type
+    return decoder(out)(value), decoder(out, gradient=True)(tangent)
+
+
+def jacfwd(f, argnums=0, *, fn: str | None = None, backend: str | None = None):
+    """`jacfwd(f, argnums=0)(*args)`: the Jacobian by forward mode, one jvp per
+    input direction; float and array-of-float arguments and results, shaped as
+    `jacrev` shapes them (chad/forward_api.py)."""
+    func = _as_function(f, fn)
+    func._prepare()
+    nums, single = _argnums(func, argnums)
+    inner = forward_api.jacfwd(func.program, func.def_name, nums[0] if single else nums,
+                               backend=backend)
+    return _located(lambda *args, **kwargs: inner(*func.encode_args(args, kwargs)))
+
+
+def hessian(f, argnums: int = 0, *, fn: str | None = None, backend: str | None = None):
+    """`hessian(f, argnums=0)(*args)`: second derivatives of a float-valued
+    function in one float or array argument, forward over forward
+    (chad/forward_api.py; forward over reverse is not provided)."""
+    func = _as_function(f, fn)
+    func._prepare()
+    nums, single = _argnums(func, argnums)
+    if not single:
+        raise UsageError(f"hessian: argnums must be one int, got {argnums!r}")
+    inner = forward_api.hessian(func.program, func.def_name, nums[0], backend=backend)
+    return _located(lambda *args, **kwargs: inner(*func.encode_args(args, kwargs)))
 
 
 def _jac_tree(ty, val, place, grads):

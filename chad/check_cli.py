@@ -5,6 +5,9 @@ program families (docs/complexity-checker.md; docs/complexity-checker.md).
                [--seed S] [--constants c,c',c''] [--features auto|first-order|all|...]
                [--shape mixed|random|chains] [--stats] [--json] [--plot FILE.png]
     chad check --family NAME [--transform T[,T...]] [--evm E] [--json] [--plot FILE.png]
+    chad check --mode forward [--programs N] [--max-depth D] [--seed S]
+               [--constants c,c'] [--features ...] [--shape ...] [--json]
+               (forward mode: chad/check_forward_cli.py)
 
 Generated programs: for each program the four numbers (primal steps, gradient
 steps, size(ctg), |Γ|) are recorded and the TH2-form bound
@@ -50,6 +53,10 @@ def add_check_parser(sub) -> None:
         "check", help="check the complexity criterion on generated programs or a family",
         description="Check gradient <= c' + c*primal + size(ctg) + c''*|params| on generated "
                     "programs (shrinking a violation), or decide it for a program family with z3.")
+    sp.add_argument("--mode", default="reverse", choices=("reverse", "forward"),
+                    help="reverse (default): gradient <= c' + c*primal + size(ctg) + c''*|params|; "
+                         "forward: jvp <= c*primal + c' (--constants c,c'; "
+                         "docs/forward-mode.md)")
     sp.add_argument("--transform", default="efficient",
                     help="transform(s) to check, comma-separated: efficient, naive, naive-ho "
                          "(default efficient)")
@@ -141,6 +148,10 @@ def _features(text: str, transform: str) -> dict[str, bool]:
 
 
 def cmd_check(args) -> int:
+    if getattr(args, "mode", "reverse") == "forward":
+        from .check_forward_cli import check_forward
+
+        return check_forward(args, _DEFAULT_CONSTANTS)
     try:
         constants = Constants.parse(args.constants)
     except ValueError as e:

@@ -3,6 +3,7 @@
     chad run   FILE [--fn NAME] --args JSON [--json] [--strict]
     chad grad  FILE [--fn NAME] --args JSON [--ctg JSON] [--evm map|array|parallel] [--transform ...]
                [--backend compiled|interp] [--json] [--strict]
+    chad jvp   FILE [--fn NAME] --args JSON --tangents JSON [--backend compiled|interp] [--json] [--strict]
     chad show  FILE [--fn NAME] [--transform naive|efficient] [--simplify] [--json]
     chad compile FILE [--fn NAME] [--what grad|vjp|primal] [--transform ...] [--evm ...] [--no-simplify]
     chad cost  FILE [--fn NAME] --args JSON [--ctg JSON] [--transform ...] [--evm ...] [--json]
@@ -39,6 +40,8 @@ from .check_cli import add_check_parser, cmd_check
 from .cotangents import dense_to_json
 from .deep import run_deep
 from .errors import ChadError, UsageError, escape_control
+from .forward_api import run_jvp
+from .tangents import tangent_to_json
 from .target_printer import show_term, term_to_json
 from .transform.registry import get_transform, transform_names
 from .values import dumps, parse_json, value_to_json
@@ -111,7 +114,19 @@ def build_parser() -> argparse.ArgumentParser:
                    "Evaluate a def and differentiate it by reverse-mode CHAD: prints the "
                    "value and one dense gradient per parameter."),
            ctg=True, evm=True, transform=True)
-    for name in ("run", "grad"):
+    jp = command("jvp", "value and forward-mode derivative",
+                 "Evaluate a def and differentiate it by forward-mode CHAD "
+                 "(docs/forward-mode.md): prints the value and its tangent, the derivative "
+                 "applied to the tangents of the arguments.")
+    common(jp)
+    jp.add_argument("--tangents", required=True, metavar="JSON",
+                    help="JSON list with one tangent per parameter, in the shape of its value "
+                         "(null for a parameter with no real in it: Z, Bool, Array Z, ...); "
+                         "@FILE or @- as for --args")
+    jp.add_argument("--backend", choices=BACKENDS, default=None,
+                    help="compiled (the default; generated Python) or interp (the counting "
+                         "evaluator)")
+    for name in ("run", "grad", "jvp"):
         sub.choices[name].add_argument(
             "--strict", action="store_true",
             help="a value or gradient that is not finite (inf, -inf, nan) is an error, "
@@ -223,6 +238,25 @@ def cmd_grad(args) -> int:
         print(f"gradient: {dumps(g)}")
     return _finite_check(args, [(f"the value of {d.name}", v)] + [
         (f"the gradient of {d.name} with respect to {p.name}", x) for p, x in zip(d.params, g)])
+
+
+def cmd_jvp(args) -> int:
+    prog = _load(args)
+    d = prog.find(args.fn)
+    tangents = _json(args.tangents, "--tangents")
+    if not isinstance(tangents, list):
+        raise UsageError(f"--tangents: expected a JSON list of {len(d.params)} tangent(s)")
+    value, tangent = run_jvp(prog, d.name, _arg_list(args, d), tangents, args.backend,
+                             names=("args", "tangents"))
+    v = value_to_json(d.result, value)
+    t = tangent_to_json(d.result, value, tangent)
+    if args.json:
+        print(dumps({"value": v, "tangent": t}))
+    else:
+        print(f"value: {dumps(v)}")
+        print(f"tangent: {dumps(t)}")
+    return _finite_check(args, [(f"the value of {d.name}", v),
+                                (f"the tangent of {d.name}", t)])
 
 
 _NONFINITE = ("nan", "inf", "-inf")  # how value_to_json writes a non-finite real
@@ -339,8 +373,8 @@ def cmd_cost(args) -> int:
     return 0 if r.holds else 1
 
 
-COMMANDS = {"run": cmd_run, "grad": cmd_grad, "show": cmd_show, "cost": cmd_cost,
-            "compile": cmd_compile}
+COMMANDS = {"run": cmd_run, "grad": cmd_grad, "jvp": cmd_jvp, "show": cmd_show,
+            "cost": cmd_cost, "compile": cmd_compile}
 
 
 def main(argv: list[str] | None = None) -> int:

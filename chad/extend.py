@@ -6,8 +6,9 @@ A **term node** declares, in one place:
   - its shape (sub-terms, binders, variables read): the `@node` decorator on its
     class, which every traversal (free variables, rewriting, printing) reads;
   - its evaluation and cost rule, its CHAD rule(s) (per transform name), its
-    `chad show` notation and its lowering by the compiler: one
-    `register_node(cls, eval=..., chad=..., show=..., compiled=...)`.
+    forward-mode rule, its `chad show` notation and its lowering by the
+    compiler: one `register_node(cls, eval=..., chad=..., forward=..., show=...,
+    compiled=...)`.
 A **type former** (a source type class) declares its cotangent type D2, its zero
 term (`zerot`), its JSON codecs for cotangents, and the linear types and
 cotangent values it introduces with their zero, plus, potential φ and size:
@@ -45,7 +46,8 @@ def register_node(cls: type, *, eval: Callable | None = None,
                   chad: Callable | Mapping[str, Callable] | None = None,
                   show: Callable | None = None,
                   compiled: Callable | str | None = None,
-                  inline: Callable | None = None) -> type:
+                  inline: Callable | None = None,
+                  forward: Callable | None = None) -> type:
     """Register what the core needs to know about the node class `cls`.
 
     eval   rule(evaluator, node, env) -> (value, steps): its value and cost
@@ -63,6 +65,8 @@ def register_node(cls: type, *, eval: Callable | None = None,
     inline expand(node, defs) -> an equivalent term or None: what the compiler may
            put in the node's place before simplifying (a call by the callee's
            body), so that the simplifier sees through it (chad/compile/inline.py)
+    forward   rule(fwd, node) -> target term: its forward-mode CHAD rule
+           (chad/transform/forward.py), whose value is the pair (primal, tangent)
     """
     if not hasattr(cls, "__shape__"):
         raise TypeError(f"{cls.__name__}: declare its shape with @node before registering it")
@@ -78,6 +82,8 @@ def register_node(cls: type, *, eval: Callable | None = None,
         tables.put(tables.COMPILE, cls, compiled, "a compile rule")
     if inline is not None:
         tables.put(tables.INLINE, cls, inline, "an inline rule")
+    if forward is not None:
+        tables.put(tables.FORWARD, cls, forward, "a forward rule")
     return cls
 
 

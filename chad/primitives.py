@@ -7,6 +7,9 @@ Each entry holds everything about one primitive:
   - its transposed derivative, `dprim'` of the formalisation (Efficient CHAD (Smeding & Vákár), app. B):
     a function building the target term that maps the primal argument `p` and
     the output cotangent `d` (both variables) to the argument's cotangent,
+  - its tangent, `Dop` of CHAD (Vákár & Smeding), §7.3, for forward mode: a
+    function building the target term of the result's tangent from the primal
+    argument `p` and its tangent `dp` (chad/transform/forward.py),
   - its cost: every primitive costs 1 + the cost of its argument, as `prim` in
     the formalisation's `eval`; an entry may add `extra_cost(arg)` for work that
     is not constant (none of the scalar primitives do),
@@ -71,6 +74,12 @@ class Primitive:
     # the version whose SECOND operand is Z (`x ** n`: POW -> POWI); the first
     # operand keeps its type
     int_right_variant: str | None = None
+    # its tangent (forward mode, chad/transform/forward.py; CHAD (Vákár &
+    # Smeding), §7.3 `Dop`): (p, dp) -> target term of the result's tangent
+    # from the primal argument p and its tangent dp (both variables; a pair
+    # argument has a pair tangent). The tangent of a discrete result (Z, Bool,
+    # (), sign) is (); None: a target-only operation with no forward rule.
+    tangent: Callable[[Term, Term], Term] | None = None
 
 
 PRIMITIVES: dict[str, Primitive] = {}
@@ -106,6 +115,28 @@ def lzero_real() -> Term:
 
 def ilit(n: int) -> Term:
     return Prim("ILIT", Unit(), int(n))
+
+
+# Tangents (forward mode) are linear reals: LADD, LSCALE, LNEG, LZERO, as the
+# cotangents of the transposed derivatives are.
+def tadd(a: Term, b: Term) -> Term:
+    """LADD (a, b): the sum of two tangents."""
+    return Prim("LADD", Pair(a, b))
+
+
+def no_tangent(p: Term, dp: Term) -> Term:
+    """The tangent of a discrete result: ()."""
+    return Unit()
+
+
+def zero_tangent(p: Term, dp: Term) -> Term:
+    """The tangent of a real result that does not depend on the argument: 0."""
+    return lzero_real()
+
+
+def _unary(factor: Callable[[Term], Term]) -> Callable[[Term, Term], Term]:
+    """The tangent of f : R -> R with derivative factor(p): dp * f'(p)."""
+    return lambda p, dp: scale(dp, factor(p))
 
 
 # The binder of the cases in derivatives: never used in the branches ('$' is in
@@ -267,62 +298,85 @@ SIGN_T = Sum(BOOL, UNIT)  # (() + ()) + ()
 # ----------------------------------------------------------------- the formalisation's primitives
 register(Primitive("ADD", RR, R, lambda a: a[0] + a[1],
                    lambda p, d: LPair(d, d), int_variant="IADD", doc="x + y on R",
-                   inline="({0} + {1})"))
+                   inline="({0} + {1})",
+                   tangent=lambda p, dp: tadd(Fst(dp), Snd(dp))))
 register(Primitive("MUL", RR, R, lambda a: a[0] * a[1],
                    lambda p, d: LPair(scale(d, Snd(p)), scale(d, Fst(p))),
-                   int_variant="IMUL", doc="x * y on R", inline="({0} * {1})"))
+                   int_variant="IMUL", doc="x * y on R", inline="({0} * {1})",
+                   tangent=lambda p, dp: tadd(scale(Fst(dp), Snd(p)), scale(Snd(dp), Fst(p)))))
 register(Primitive("NEG", R, R, lambda a: -a,
                    lambda p, d: Prim("LNEG", d), int_variant="INEG", doc="-x on R",
-                   inline="(-{0})"))
-register(Primitive("LIT", UNIT, R, None, lambda p, d: LUnit(), doc="a real literal"))
+                   inline="(-{0})", tangent=lambda p, dp: Prim("LNEG", dp)))
+register(Primitive("LIT", UNIT, R, None, lambda p, d: LUnit(), doc="a real literal",
+                   tangent=zero_tangent))
 register(Primitive("IADD", ZZ, Z, lambda a: a[0] + a[1],
                    lambda p, d: LPair(LUnit(), LUnit()), doc="x + y on Z",
-                   inline="({0} + {1})"))
+                   inline="({0} + {1})", tangent=no_tangent))
 register(Primitive("IMUL", ZZ, Z, lambda a: a[0] * a[1],
                    lambda p, d: LPair(LUnit(), LUnit()), doc="x * y on Z",
-                   inline="({0} * {1})"))
+                   inline="({0} * {1})", tangent=no_tangent))
 register(Primitive("INEG", Z, Z, lambda a: -a, lambda p, d: LUnit(), doc="-x on Z",
-                   inline="(-{0})"))
+                   inline="(-{0})", tangent=no_tangent))
 register(Primitive("SIGN", R, SIGN_T, _sign, lambda p, d: lzero_real(),
-                   doc="inl inl: negative, inl inr: positive, inr: zero or NaN"))
+                   doc="inl inl: negative, inl inr: positive, inr: zero or NaN",
+                   tangent=no_tangent))
 
 # ----------------------------------------------------------------- further primitives
-register(Primitive("ILIT", UNIT, Z, None, lambda p, d: LUnit(), doc="an integer literal"))
+register(Primitive("ILIT", UNIT, Z, None, lambda p, d: LUnit(), doc="an integer literal",
+                   tangent=no_tangent))
 register(Primitive("DIV", RR, R, _div,
                    lambda p, d: LPair(scale(d, prim("DIV", lit(1.0), Snd(p))),
                                       scale(d, prim("NEG", prim("DIV", Fst(p), prim(
                                           "MUL", Snd(p), Snd(p)))))),
-                   doc="x / y on R"))
-register(Primitive("EXP", R, R, _exp, lambda p, d: scale(d, prim("EXP", p))))
-register(Primitive("LOG", R, R, _log, lambda p, d: scale(d, prim("DIV", lit(1.0), p))))
+                   doc="x / y on R",
+                   tangent=lambda p, dp: tadd(
+                       scale(Fst(dp), prim("DIV", lit(1.0), Snd(p))),
+                       scale(Snd(dp), prim("NEG", prim("DIV", Fst(p), prim(
+                           "MUL", Snd(p), Snd(p))))))))
+register(Primitive("EXP", R, R, _exp, lambda p, d: scale(d, prim("EXP", p)),
+                   tangent=_unary(lambda p: prim("EXP", p))))
+register(Primitive("LOG", R, R, _log, lambda p, d: scale(d, prim("DIV", lit(1.0), p)),
+                   tangent=_unary(lambda p: prim("DIV", lit(1.0), p))))
 register(Primitive("SIN", R, R, _sin, lambda p, d: scale(d, prim("COS", p)),
-                   inline="_sin({0})"))
+                   inline="_sin({0})", tangent=_unary(lambda p: prim("COS", p))))
 register(Primitive("COS", R, R, _cos, lambda p, d: scale(d, prim("NEG", prim("SIN", p))),
-                   inline="_cos({0})"))
+                   inline="_cos({0})",
+                   tangent=_unary(lambda p: prim("NEG", prim("SIN", p)))))
 register(Primitive("TANH", R, R, math.tanh,
                    lambda p, d: scale(d, prim("ADD", lit(1.0), prim("NEG", prim(
+                       "MUL", prim("TANH", p), prim("TANH", p))))),
+                   tangent=_unary(lambda p: prim("ADD", lit(1.0), prim("NEG", prim(
                        "MUL", prim("TANH", p), prim("TANH", p)))))))
 register(Primitive("SQRT", R, R, _sqrt,
-                   lambda p, d: scale(d, prim("DIV", lit(0.5), prim("SQRT", p)))))
-register(Primitive("TOREAL", Z, R, _toreal, lambda p, d: LUnit(), doc="Z to R"))
+                   lambda p, d: scale(d, prim("DIV", lit(0.5), prim("SQRT", p))),
+                   tangent=_unary(lambda p: prim("DIV", lit(0.5), prim("SQRT", p)))))
+register(Primitive("TOREAL", Z, R, _toreal, lambda p, d: LUnit(), doc="Z to R",
+                   tangent=zero_tangent))
 register(Primitive("FLOOR", R, Z, _floor, lambda p, d: lzero_real(),
-                   doc="the largest integer <= x (R to Z); its derivative is zero"))
+                   doc="the largest integer <= x (R to Z); its derivative is zero",
+                   tangent=no_tangent))
 
 register(Primitive("ABS", R, R, abs,
                    lambda p, d: branch(prim("GT", p, lit(0.0)), d,
                                        branch(prim("LT", p, lit(0.0)), Prim("LNEG", d),
                                               lzero_real())),
                    int_variant="IABS", doc="|x| on R; its derivative at 0 is 0",
-                   inline="_abs({0})"))
+                   inline="_abs({0})",
+                   tangent=lambda p, dp: branch(prim("GT", p, lit(0.0)), dp,
+                                                branch(prim("LT", p, lit(0.0)), Prim("LNEG", dp),
+                                                       lzero_real()))))
 register(Primitive("IABS", Z, Z, abs, lambda p, d: LUnit(), doc="|n| on Z",
-                   inline="_abs({0})"))
+                   inline="_abs({0})", tangent=no_tangent))
 register(Primitive("ATAN", R, R, math.atan,
                    lambda p, d: scale(d, prim("DIV", lit(1.0), prim(
                        "ADD", lit(1.0), prim("MUL", p, p)))),
-                   doc="arctangent", inline="_math.atan({0})"))
+                   doc="arctangent", inline="_math.atan({0})",
+                   tangent=_unary(lambda p: prim("DIV", lit(1.0), prim(
+                       "ADD", lit(1.0), prim("MUL", p, p))))))
 register(Primitive("LOG1P", R, R, _log1p,
                    lambda p, d: scale(d, prim("DIV", lit(1.0), prim("ADD", lit(1.0), p))),
-                   doc="log (1 + x), exact near 0; -inf at -1"))
+                   doc="log (1 + x), exact near 0; -inf at -1",
+                   tangent=_unary(lambda p: prim("DIV", lit(1.0), prim("ADD", lit(1.0), p)))))
 register(Primitive("POW", RR, R, _pow,
                    lambda p, d: LPair(
                        branch(prim("EQ", Snd(p), lit(0.0)), lzero_real(),
@@ -332,60 +386,75 @@ register(Primitive("POW", RR, R, _pow,
                               scale(d, prim("MUL", prim("LOG", Fst(p)), prim("POW", p))),
                               lzero_real())),
                    int_right_variant="POWI",
-                   doc="x ** y on R; the y-derivative is 0 where x > 0 does not hold"))
+                   doc="x ** y on R; the y-derivative is 0 where x > 0 does not hold",
+                   tangent=lambda p, dp: tadd(
+                       branch(prim("EQ", Snd(p), lit(0.0)), lzero_real(),
+                              scale(Fst(dp), prim("MUL", Snd(p), prim(
+                                  "POW", Fst(p), prim("ADD", Snd(p), lit(-1.0)))))),
+                       branch(prim("GT", Fst(p), lit(0.0)),
+                              scale(Snd(dp), prim("MUL", prim("LOG", Fst(p)), prim("POW", p))),
+                              lzero_real()))))
 register(Primitive("POWI", Prod(R, Z), R, _powi,
                    lambda p, d: LPair(
                        branch(prim("IEQ", Snd(p), ilit(0)), lzero_real(),
                               scale(d, prim("MUL", prim("TOREAL", Snd(p)), prim(
                                   "POWI", Fst(p), prim("IADD", Snd(p), ilit(-1)))))),
                        LUnit()),
-                   doc="x ** n, an R to an integer power"))
+                   doc="x ** n, an R to an integer power",
+                   tangent=lambda p, dp: branch(
+                       prim("IEQ", Snd(p), ilit(0)), lzero_real(),
+                       scale(Fst(dp), prim("MUL", prim("TOREAL", Snd(p)), prim(
+                           "POWI", Fst(p), prim("IADD", Snd(p), ilit(-1))))))))
 register(Primitive("MAX", RR, R, lambda a: a[1] if a[1] > a[0] else a[0],
                    lambda p, d: branch(prim("GT", Snd(p), Fst(p)),
                                        LPair(lzero_real(), d), LPair(d, lzero_real())),
                    doc="max(a, b): a unless b > a; the gradient goes to the one returned",
-                   inline="({1} if {1} > {0} else {0})"))
+                   inline="({1} if {1} > {0} else {0})",
+                   tangent=lambda p, dp: branch(prim("GT", Snd(p), Fst(p)), Snd(dp), Fst(dp))))
 register(Primitive("MIN", RR, R, lambda a: a[1] if a[1] < a[0] else a[0],
                    lambda p, d: branch(prim("LT", Snd(p), Fst(p)),
                                        LPair(lzero_real(), d), LPair(d, lzero_real())),
                    doc="min(a, b): a unless b < a; the gradient goes to the one returned",
-                   inline="({1} if {1} < {0} else {0})"))
+                   inline="({1} if {1} < {0} else {0})",
+                   tangent=lambda p, dp: branch(prim("LT", Snd(p), Fst(p)), Snd(dp), Fst(dp))))
 register(Primitive("IDIV", ZZ, Z, _idiv, lambda p, d: LPair(LUnit(), LUnit()),
                    doc="div(i, j): floor division on Z (Python's //)",
-                   inline="({0} // {1})"))
+                   inline="({0} // {1})", tangent=no_tangent))
 register(Primitive("IMOD", ZZ, Z, _imod, lambda p, d: LPair(LUnit(), LUnit()),
                    doc="mod(i, j): the remainder of floor division (Python's %)",
-                   inline="({0} % {1})"))
+                   inline="({0} % {1})", tangent=no_tangent))
 register(Primitive("NOT", BOOL, BOOL, lambda b: FALSE if b.side == 0 else TRUE,
                    lambda p, d: LSumZero(), doc="not on Bool",
-                   inline="(_FALSE if {0}.side == 0 else _TRUE)"))
+                   inline="(_FALSE if {0}.side == 0 else _TRUE)", tangent=no_tangent))
 register(Primitive("AND", Prod(BOOL, BOOL), BOOL, lambda a: a[1] if a[0].side == 0 else a[0],
                    lambda p, d: LPairZero(), doc="a && b on Bool (both evaluated)",
-                   inline="({1} if {0}.side == 0 else {0})"))
+                   inline="({1} if {0}.side == 0 else {0})", tangent=no_tangent))
 register(Primitive("OR", Prod(BOOL, BOOL), BOOL, lambda a: a[0] if a[0].side == 0 else a[1],
                    lambda p, d: LPairZero(), doc="a || b on Bool (both evaluated)",
-                   inline="({0} if {0}.side == 0 else {1})"))
+                   inline="({0} if {0}.side == 0 else {1})", tangent=no_tangent))
 
 for _name, _fn in [("LT", lambda a: a[0] < a[1]), ("LE", lambda a: a[0] <= a[1]),
                    ("GT", lambda a: a[0] > a[1]), ("GE", lambda a: a[0] >= a[1]),
                    ("EQ", lambda a: a[0] == a[1]), ("NE", lambda a: a[0] != a[1])]:
     register(Primitive("I" + _name, ZZ, BOOL, (lambda f: lambda a: _bool(f(a)))(_fn),
-                       lambda p, d: LPairZero(), doc="comparison on Z"))
+                       lambda p, d: LPairZero(), doc="comparison on Z", tangent=no_tangent))
     register(Primitive(_name, RR, BOOL, (lambda f: lambda a: _bool(f(a)))(_fn),
                        lambda p, d: LPairZero(), int_variant="I" + _name,
-                       doc="comparison on R"))
+                       doc="comparison on R", tangent=no_tangent))
 
 # ----------------------------------------------------------------- target-only linear primitives
 # Their argument/result types are linear (Lin LR etc.); `arg`/`res` give the
-# underlying representation type for documentation only.
+# underlying representation type for documentation only. Their tangents are
+# those of a forward derivative transformed again (second derivatives).
 register(Primitive("LZERO", UNIT, R, lambda a: 0.0, None, doc="the zero of Lin R",
-                   inline="0.0"))
+                   inline="0.0", tangent=zero_tangent))
 register(Primitive("LADD", RR, R, lambda a: a[0] + a[1], None, doc="addition on Lin R",
-                   inline="({0} + {1})"))
+                   inline="({0} + {1})", tangent=lambda p, dp: tadd(Fst(dp), Snd(dp))))
 register(Primitive("LSCALE", RR, R, lambda a: a[0] * a[1], None,
-                   doc="a linear real times a primal real", inline="({0} * {1})"))
+                   doc="a linear real times a primal real", inline="({0} * {1})",
+                   tangent=lambda p, dp: tadd(scale(Fst(dp), Snd(p)), scale(Fst(p), Snd(dp)))))
 register(Primitive("LNEG", R, R, lambda a: -a, None, doc="negation on Lin R",
-                   inline="(-{0})"))
+                   inline="(-{0})", tangent=lambda p, dp: Prim("LNEG", dp)))
 
 
 def evaluate_prim(node: Prim, arg):

@@ -20,6 +20,9 @@ EVAL: dict[type, Callable] = {}
 # (transform name, term node class) -> rule(chad, node) -> target term
 CHAD: dict[tuple[str, type], Callable] = {}
 
+# term node class -> rule(forward, node) -> target term     (chad/transform/forward.py)
+FORWARD: dict[type, Callable] = {}
+
 # term node class -> show(node, one) -> (text, precedence)          (chad/target_printer.py)
 SHOW: dict[type, Callable] = {}
 

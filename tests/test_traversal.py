@@ -12,6 +12,7 @@ import pytest
 
 from chad import terms as T
 from chad.arrays import nodes as A
+from chad.functions import forward as FF
 from chad.functions import terms as F
 from chad.loops import nodes as L
 from chad.transform import naive_terms as N
@@ -67,7 +68,7 @@ SPEC = {
     F.CApp: (("fn", "arg"), {}, ()),
     F.LCastPack: (("expr",), {}, ()), F.LPackAs: (("primal", "expr"), {}, ()),
     F.LFunZero: ((), {}, ()), F.LTagZero: ((), {}, ()),
-    F.DCall: (("args",), {}, ()), F.EnvOneT: (("expr",), {}, ()),
+    F.DCall: (("args",), {}, ()), FF.FCall: (("args",), {}, ()), F.EnvOneT: (("expr",), {}, ()),
     F.EnvScatter: (("expr",), {}, ()),
     F.LogOneT: (("arg", "ctg"), {}, ()),
     F.LogFold: (("log", "body"), {"body": ("name",)}, ()),
@@ -80,7 +81,7 @@ SPEC = {
     N.EVPlus: (("left", "right"), {}, ()), N.EVSplit: (("expr",), {}, ()),
 }
 # term fields holding a tuple of terms, and those that may be None
-TUPLES = {(T.Call, "args"), (F.DCall, "args"), (A.SequenceScoped, "inits")}
+TUPLES = {(T.Call, "args"), (F.DCall, "args"), (FF.FCall, "args"), (A.SequenceScoped, "inits")}
 OPTIONAL = {(A.BArrayT, "idx")}
 NAMES = ("x", "y", "z")
 

@@ -6,6 +6,7 @@ chad/extend.py; the composition root (chad/features.py) calls it.
     nodes.py        the target-only array operations (with their shapes)
     evaluate.py     evaluation rules and costs (source and target), prim SUM
     transform.py    efficient CHAD of build / ! / length / fold / map, gathers
+    forward.py      forward-mode CHAD of the same forms
     cotangents.py   JSON in, dense out
     show.py         `chad show` notation
 See docs/arrays.md.
@@ -22,6 +23,7 @@ from chad.types import ArrayT
 
 from . import cotangents, show
 from . import evaluate as E
+from . import forward as FW
 from . import transform as X
 from .bag import Bag, BagT
 from .nodes import (
@@ -33,13 +35,19 @@ from .nodes import (
 def register() -> None:
     """Declare the array nodes, the type former `Array` and the primitive SUM."""
     # source forms (their classes are the language's, chad/terms.py)
-    register_node(Build, compiled="eval", eval=E.eval_build, chad=X.chad_build, show=show.show_build)
-    register_node(Index, compiled="eval", eval=E.eval_index, chad=X.chad_index, show=show.show_index)
-    register_node(Length, compiled="eval", eval=E.eval_length, chad=X.chad_length, show=show.show_length)
+    register_node(Build, compiled="eval", eval=E.eval_build, chad=X.chad_build,
+                  forward=FW.forward_build, show=show.show_build)
+    register_node(Index, compiled="eval", eval=E.eval_index, chad=X.chad_index,
+                  forward=FW.forward_index, show=show.show_index)
+    register_node(Length, compiled="eval", eval=E.eval_length, chad=X.chad_length,
+                  forward=FW.forward_length, show=show.show_length)
     register_node(ArrayLit, compiled="eval", eval=E.eval_array_lit, chad=X.chad_array_lit,
+                  forward=FW.forward_array_lit,
                   show=show.show_array_lit)
-    register_node(Fold, compiled="eval", eval=E.eval_fold, chad=X.chad_fold, show=show.show_fold)
-    register_node(MapA, compiled="eval", eval=E.eval_map, chad=X.chad_map, show=show.show_map)
+    register_node(Fold, compiled="eval", eval=E.eval_fold, chad=X.chad_fold,
+                  forward=FW.forward_fold, show=show.show_fold)
+    register_node(MapA, compiled="eval", eval=E.eval_map, chad=X.chad_map,
+                  forward=FW.forward_map, show=show.show_map)
     # target-only forms (chad/arrays/nodes.py)
     register_node(BEmptyT, compiled="eval", eval=E.eval_bempty, show=show.show_bempty)
     register_node(BOneT, compiled="eval", eval=E.eval_bone, show=show.show_bone)
@@ -48,7 +56,8 @@ def register() -> None:
     register_node(Collect, compiled="eval", eval=E.eval_collect, show=show.show_collect)
     register_node(Zeros, compiled="eval", eval=E.eval_zeros, show=show.show_zeros)
     register_node(Scatter, compiled="eval", eval=E.eval_scatter, show=show.show_scatter)
-    register_node(Unzip, compiled="eval", eval=E.eval_unzip, show=show.show_unzip)
+    register_node(Unzip, compiled="eval", eval=E.eval_unzip, show=show.show_unzip,
+                  forward=FW.forward_unzip)
     register_node(UnzipMap, compiled="eval", eval=E.eval_unzip_map, show=show.show_unzip_map)
     register_node(ScatterBag, compiled="eval", eval=E.eval_scatter_bag, show=show.show_scatter_bag)
     register_node(Gather, compiled="eval", eval=E.eval_gather, show=show.show_gather)

@@ -25,8 +25,8 @@ import numpy as np
 
 from chad.errors import EvalError
 from chad.linear import zerov
-from chad.primitives import Primitive
-from chad.terms import ArrayLit, Build, Fold, Index, Length, MapA, Var
+from chad.primitives import Primitive, no_tangent
+from chad.terms import ArrayLit, Build, Fold, Index, Length, MapA, Prim, Var
 from chad.types import ArrayT, Int, R, Real, Z
 from chad.values import make_array
 
@@ -231,10 +231,13 @@ def _isum(a) -> int:
 
 # prim ISUM : Array Z -> Z (sum on Array Z), cost 1 + arg + n; derivative: the zero bag.
 ISUM = Primitive("ISUM", ArrayT(Z), Z, _isum, lambda p, d: BEmptyT(),
-                 doc="sum of an Array Z (linear time)", extra_cost=len)
+                 doc="sum of an Array Z (linear time)", extra_cost=len,
+                 tangent=no_tangent)
 
+# forward mode: the tangent of sum a is sum of a's tangent array (its n steps)
 SUM = Primitive("SUM", ArrayT(R), R, _sum, lambda p, d: BFillT(p, d), int_variant="ISUM",
-                doc="sum of an Array R (linear time)", extra_cost=len)
+                doc="sum of an Array R (linear time)", extra_cost=len,
+                tangent=lambda p, dp: Prim("SUM", dp))
 
 
 # ----------------------------------------------------------------- bags

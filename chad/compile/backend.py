@@ -219,3 +219,20 @@ def vjp_modules(prog: Program, d: Def, transform: str = "efficient",
                             f"backward pass of {d.name} ({transform})", evm)
         return forward, backward
     return _cached(_key(prog, d, "vjp", transform, runtime, simplify, keep), build)
+
+
+def jvp_module(prog: Program, d: Def, simplify: bool = True, order: int = 1) -> Module:
+    """The forward-mode derivative (chad/transform/forward.py) as a function of
+    the parameters and their tangents, in that order (x1, d$x1, x2, d$x2, ...):
+    the pair (value, tangent). order 2: the forward derivative of that, a
+    function of tangent_names(params, 2)."""
+    from chad.transform.forward import forward_def, tangent_names
+
+    keep = None if prog.source else prog
+
+    def build():
+        t = _term(_key(prog, d, "jvp term", order, simplify, keep),
+                  lambda: forward_def(d, order), simplify, _defs(prog))
+        params = tangent_names([p.name for p in d.params], order)
+        return run_deep(_generate, prog, params, t, "array", simplify, f"jvp of {d.name}")
+    return _cached(_key(prog, d, "jvp", order, simplify, keep), build)

@@ -195,3 +195,47 @@ def cotangent_encoder(ty):
             return [inner(x, f"{path}[{i}]") for i, x in enumerate(v)]
         return arr
     raise AssertionError(ty)
+
+
+def tangent_encoder(ty):
+    """A tangent in the argument's Python shape -> the shape forward mode reads
+    (chad/tangents.py): nested pairs for a tuple; None for an int or a bool (a
+    tangent with no real in it) and, for a float, the zero tangent."""
+    if ty == R:
+        def real(v, path):
+            return 0.0 if v is None else encoder(R)(v, path)
+        return real
+    if ty in (Z, BOOL):
+        def discrete(v, path):
+            if v is not None:
+                raise UsageError(f"{path}: the tangent of {python_name(ty)} is None (it has no float), "
+                                 f"got {describe(v)}")
+            return None
+        return discrete
+    if isinstance(ty, TupleT):
+        parts = [tangent_encoder(e) for e in ty.elems]
+        n = len(parts)
+
+        def tup(v, path):
+            if v is None:
+                v = (None,) * n
+            if not isinstance(v, (tuple, list)) or len(v) != n:
+                _bad(path, ty, v)
+            out = parts[-1](v[-1], f"{path}[{n - 1}]")
+            for k in range(n - 2, -1, -1):
+                out = (parts[k](v[k], f"{path}[{k}]"), out)
+            return out
+        return tup
+    if isinstance(ty, ArrayT):
+        if ty.elem in (Z, BOOL):
+            return tangent_encoder(ty.elem)
+        if ty.elem == R:
+            return encoder(ty)
+        inner = tangent_encoder(ty.elem)
+
+        def arr(v, path):
+            if not isinstance(v, (np.ndarray, list, tuple)):
+                _bad(path, ty, v)
+            return [inner(x, f"{path}[{i}]") for i, x in enumerate(v)]
+        return arr
+    raise AssertionError(ty)

@@ -8,6 +8,7 @@ composition root (chad/features.py) calls it.
     convert.py    typed closure conversion
     efficient.py  efficient CHAD of closures (appendix C), on the fly after conversion
     calls.py      def calls: closed functions, derivatives called, not inlined
+    forward.py    forward-mode CHAD of lambdas, application and def calls (FCall)
     naive_ho.py   naive higher-order CHAD (§9), its own TransformSpec "naive-ho"
     evaluate.py   evaluation rules and `chad show` notation of the new nodes
     programs.py   t_n, and generated higher-order programs for the tests
@@ -25,6 +26,7 @@ from chad.types import Fun
 from . import calls, naive_ho
 from . import compiled as C
 from . import efficient as F
+from . import forward as FW
 from . import evaluate as V
 from .terms import (
     CApp, ClosedApp, ClosedLam, DCall, EnvOneT, EnvScatter, LCastPack, LFunZero, LogFold,
@@ -39,9 +41,11 @@ def register() -> None:
     """Declare the function nodes and types, and the naive-ho transform."""
     # source forms (their classes are the language's, chad/terms.py); their
     # evaluation and printing are core rules, their CHAD rules come from here
-    register_node(Lam, chad=F.source_lam)
-    register_node(App, chad=F.source_app)
-    register_node(Call, chad=calls.call_rule)
+    register_node(Lam, chad=F.source_lam, forward=FW.forward_lam)
+    register_node(App, chad=F.source_app, forward=FW.forward_app)
+    register_node(Call, chad=calls.call_rule, forward=FW.forward_call)
+    register_node(FW.FCall, compiled=FW.lower_fcall, eval=FW.eval_fcall, show=FW.show_fcall,
+                  forward=FW.forward_fcall)
     # closure conversion (chad/functions/terms.py)
     register_node(Pack, compiled="eval", eval=V.eval_pack, chad=F.pack, show=V.SHOW[Pack])
     register_node(Unpack, compiled="eval", eval=V.eval_unpack, chad=F.unpack, show=V.SHOW[Unpack])

@@ -13,6 +13,7 @@ rules are here. `scan` uses the arrays extension's Bags (chad/arrays/).
     evaluate.py    evaluation rules and costs (docs/cost-model.md, "Iteration",
                    "Scan")
     transform.py   efficient CHAD of iter and scan
+    forward.py     forward-mode CHAD of iter and scan
     show.py        `chad show` notation
 See docs/language.md ("Iteration", "Scan").
 """
@@ -24,15 +25,18 @@ from chad.terms import Iter, Scan
 
 from . import evaluate as E
 from . import show
+from . import forward as FW
 from . import transform as X
 from .nodes import IterBack, IterFwd, ScanBack, ScanFwd
 
 
 def register() -> None:
     """Declare iter and scan and the nodes of their derivatives."""
-    register_node(Iter, compiled="eval", eval=E.eval_iter, chad=X.chad_iter, show=show.show_iter)
+    register_node(Iter, compiled="eval", eval=E.eval_iter, chad=X.chad_iter,
+                  forward=FW.forward_iter, show=show.show_iter)
     register_node(IterFwd, compiled="eval", eval=E.eval_iter_fwd, show=show.show_iter_fwd)
     register_node(IterBack, compiled="eval", eval=E.eval_iter_back, show=show.show_iter_back)
-    register_node(Scan, compiled="eval", eval=E.eval_scan, chad=X.chad_scan, show=show.show_scan)
+    register_node(Scan, compiled="eval", eval=E.eval_scan, chad=X.chad_scan,
+                  forward=FW.forward_scan, show=show.show_scan)
     register_node(ScanFwd, compiled="eval", eval=E.eval_scan_fwd, show=show.show_scan_fwd)
     register_node(ScanBack, compiled="eval", eval=E.eval_scan_back, show=show.show_scan_back)
