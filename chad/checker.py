@@ -1,4 +1,5 @@
-"""The type checker: bidirectional, for the source language (docs/language.md).
+"""The type checker: bidirectional, with inference by unification, for the source
+language (docs/language.md).
 
     check_program(prog) -> Program     the checked program (see below)
     check_term(term, env, defs=None, expected=None) -> Term
@@ -14,22 +15,30 @@ The checked program is a NEW program in which
   * every `Lam` has `param_ty` (the parameter type, inferred if not written) and
     `captures` (its free local variables, in order of first occurrence in the body);
   * a call `g(x)` of a name that is a local variable of function type (not a def)
-    becomes the application `App(Var g, x)`.
+    becomes the application `App(Var g, x)`;
+  * no unification variable is left: the program is the one the user would have
+    got by writing every annotation.
 
 The scheme is bidirectional with *partial* expected types. One function,
 `_Checker.elab(term, exp, ctx)`, does both modes: `exp` is a type that may contain
 holes (`HOLE`, printed `?`); `exp = HOLE` is pure inference, a complete `exp` is
 checking, and e.g. `Fun(R, HOLE)` is "a function taking R, result to be inferred".
-The result always has a complete `.ty` that fits `exp` (the holes match anything).
-`ctx` words the error when the type found does not fit the one expected.
+The type found is unified with `exp` (the holes match anything); `ctx` words the
+error when they clash.
 
-Terms that need their type from outside (an injection, a lambda without an
-annotation) use the holes' complement: the known parts of `exp`. Where the order
-of checking matters (the branches of a case, the function and the argument of an
-application, the operands of `+`), `_Checker.synth` says which parts can be
-inferred on their own, and those go first.
+What the context does not give, the parameter type of an unannotated lambda, the
+other side of an injection and the element type of `[]`, is a unification
+variable (chad/infer.py: Hindley–Milner style inference, after Milner, "A theory
+of type polymorphism in programming", with monomorphic lets), bound by later
+uses; a clash names both places. When a def is checked, `resolve_term` replaces
+every variable by its binding (and picks the R or Z variant of an operator whose
+operand type was one); a variable still free is an ambiguity error. Where the
+order of checking matters (the branches of a case, the function and the argument
+of an application, the operands of `+`), `_Checker.synth` says which parts can
+be inferred on their own, and those go first, so that most programs need no
+variable at all.
 
-See docs/type-checker.md for the rules and for what needs an ascription.
+See docs/type-checker.md for the rules, the inference and its messages.
 """
 
 from __future__ import annotations
@@ -37,14 +46,17 @@ from __future__ import annotations
 import difflib
 
 import attrs
-from attrs import frozen
 
 from .deep import run_deep
 from .errors import TypeCheckError
+from .infer import (
+    HOLE, PREC_SUM, Conflict, Hole, TVar, Unifier, conflict_reason, find, for_display, has_hole,
+    has_var, loc_text, number_base, resolve, show, zonk_type,
+)
 from .primitives import PRIMITIVES
 from .terms import (
     Ann, App, ArrayLit, Build, Call, Case, Def, Fold, Fst, Index, Inl, Inr, Iter, Lam, Length,
-    Let, MapA, Pair, Prim, Program, Scan, Snd, Term, Unit, Var, free_vars,
+    Let, MapA, Pair, Prim, Program, Scan, Snd, Term, Unit, Var, children, free_vars, rebuild,
 )
 from .types import ArrayT, Fun, Prod, R, Sum, Type, UNIT, Z
 
@@ -54,28 +66,10 @@ __all__ = ["check_program", "check_term", "free_vars", "HOLE"]
 # ----------------------------------------------------------------- partial types
 
 
-@frozen
-class _Hole(Type):
-    """An unknown part of an expected type (printed `?`)."""
-
-
-HOLE = _Hole()
-
-
-def _complete(t: Type) -> bool:
-    match t:
-        case _Hole():
-            return False
-        case Prod(a, b) | Sum(a, b) | Fun(a, b):
-            return _complete(a) and _complete(b)
-        case ArrayT(e):
-            return _complete(e)
-    return True
-
-
 def _fits(found: Type, exp: Type) -> bool:
-    """True when the complete type `found` matches `exp` (holes match anything)."""
-    if exp is HOLE or isinstance(exp, _Hole):
+    """True when `found` matches `exp`, holes on either side matching anything
+    (for the wording of messages: both are resolved, free variables as holes)."""
+    if isinstance(exp, Hole) or isinstance(found, Hole):
         return True
     if found == exp:
         return True
@@ -91,45 +85,22 @@ def _fits(found: Type, exp: Type) -> bool:
     return False
 
 
-_PREC_FUN, _PREC_SUM, _PREC_PROD, _PREC_APP = 0, 1, 2, 3
-
-
-def show(t: Type, prec: int = _PREC_FUN) -> str:
-    """Like types.show_type, but a hole prints as `?`."""
-    match t:
-        case _Hole():
-            return "?"
-        case ArrayT(elem):
-            return _paren(prec > _PREC_PROD, "Array " + show(elem, _PREC_APP))
-        case Prod(a, b):
-            return _paren(prec > _PREC_PROD, show(a, _PREC_PROD + 1) + " * " + show(b, _PREC_PROD))
-        case Sum(a, b):
-            return _paren(prec > _PREC_SUM, show(a, _PREC_SUM + 1) + " + " + show(b, _PREC_SUM))
-        case Fun(a, b):
-            return _paren(prec > _PREC_FUN, show(a, _PREC_FUN + 1) + " -> " + show(b, _PREC_FUN))
-    return str(t)
-
-
-def _paren(cond: bool, s: str) -> str:
-    return f"({s})" if cond else s
-
-
 def describe(exp: Type) -> str:
     """An expected (possibly partial) type in words."""
     match exp:
-        case _Hole():
+        case Hole():
             return "a value of any type"
-        case Prod(_Hole(), _Hole()):
+        case Prod(Hole(), Hole()):
             return "a pair"
-        case Sum(_Hole(), _Hole()):
+        case Sum(Hole(), Hole()):
             return "a sum"
-        case Fun(_Hole(), _Hole()):
+        case Fun(Hole(), Hole()):
             return "a function"
-        case ArrayT(_Hole()):
+        case ArrayT(Hole()):
             return "an array"
-        case Fun(a, _Hole()):
+        case Fun(a, Hole()):
             return f"a function taking {show(a)}"
-        case Fun(_Hole(), b):
+        case Fun(Hole(), b):
             return f"a function returning {show(b)}"
     return show(exp)
 
@@ -258,6 +229,15 @@ class _Checker:
         self.env: dict[str, Type] = {}
         self._synth: dict[int, bool] = {}
         self._loc = None
+        self.u = Unifier()  # its variables: chad/infer.py
+        # a lambda's parameter type, an injection's type, by id of the source term
+        # (for the message when a variable in it stays free)
+        self._origin_ty: dict[int, Type] = {}
+        # ids of checked terms in which no type has a variable, so resolve_term
+        # need not enter them (recorded once a variable exists), and the number
+        # of terms checked so far whose type has one
+        self._clean: set[int] = set()
+        self._n_dirty = 0
 
     # ------------------------------------------------------------- plumbing
 
@@ -283,7 +263,12 @@ class _Checker:
         return self.elab(term, HOLE, _NO_CTX)
 
     def elab(self, t: Term, exp: Type, ctx: Ctx) -> Term:
-        """Check `t` against the partial type `exp`; the result has a complete .ty."""
+        """Check `t` against the partial type `exp`; the result has a .ty that fits
+        it (and may contain unification variables, resolved at the end of the def).
+
+        An expected type that is a unification variable (free or bound) is not
+        passed to the rule: the rule infers, and its type is unified with the
+        variable afterwards, so that a clash names the place that bound it."""
         saved = self._loc
         loc = getattr(t, "loc", None)
         if loc is not None:
@@ -292,12 +277,116 @@ class _Checker:
             method = _RULES.get(type(t))
             if method is None:
                 raise self.error(f"{type(t).__name__} is not a form of the source language", t)
-            out = method(self, t, exp, ctx)
-            if exp is not HOLE and not _fits(out.ty, exp):
-                raise self.mismatch(ctx, exp, out.ty, "", t)
+            n_dirty = self._n_dirty
+            out = method(self, t, HOLE if type(exp) is TVar else exp, ctx)
+            if exp is not HOLE:
+                ty = out.ty
+                if ty is not exp and ty != exp:
+                    self.expect(ty, exp, ctx, t)
+            if self.u.created:
+                if self._n_dirty != n_dirty or has_var(out.ty):
+                    self._n_dirty += 1
+                else:
+                    self._clean.add(id(out))
             return out
         finally:
             self._loc = saved
+
+    def expect(self, found: Type, exp: Type, ctx: Ctx, t: Term, what: str = "") -> None:
+        """Unify `found` (the type of t) with `exp`; a clash is t's error."""
+        conflict = self.u.unify(found, exp, self._loc)
+        if conflict is not None:
+            raise self.mismatch(ctx, exp, found, what, t, conflict)
+
+    # ------------------------------------------------------------- resolution
+
+    def built(self, ty: Type) -> None:
+        """A rule made a term of type ty itself (not through elab): if ty has a
+        variable, the term being checked is not clean."""
+        if self.u.created and has_var(ty):
+            self._n_dirty += 1
+
+    def resolve_term(self, root: Term) -> Term:
+        """`root` with every unification variable replaced by its binding: each
+        node's `.ty`, each lambda's `param_ty`, and each overloaded operator
+        whose operand type was a variable made its R or Z variant. A variable
+        still free is an ambiguity, reported at the term it came from. Iterative
+        (chad/terms.py's traversal); nothing to do when no variable was made."""
+        if not self.u.created:
+            return root
+        zt = self._zonk
+        clean = self._clean
+        done: list[Term] = []
+        stack: list = [root]
+        while stack:
+            t = stack.pop()
+            if type(t) is not tuple:
+                if id(t) in clean:
+                    done.append(t)
+                    continue
+                kids = children(t)
+                stack.append((t, len(kids)))
+                stack.extend(reversed(kids))
+                continue
+            t, n = t
+            if n:
+                kids = done[-n:]
+                del done[-n:]
+                t = rebuild(t, kids)
+            changes = {}
+            ty = zt(t.ty)
+            if ty is not t.ty:
+                changes["ty"] = ty
+            if type(t) is Lam:
+                p = zt(t.param_ty)
+                if p is not t.param_ty:
+                    changes["param_ty"] = p
+            elif type(t) is Prim:
+                op = _resolved_op(t.op, t.arg.ty)
+                if op != t.op:
+                    changes["op"] = op
+            done.append(attrs.evolve(t, **changes) if changes else t)
+        return done[0]
+
+    def _zonk(self, ty: Type) -> Type:
+        return zonk_type(ty, self._raise_ambiguous) if ty is not None else None
+
+    def _raise_ambiguous(self, v: TVar):
+        raise self._ambiguous(v)
+
+    def _ambiguous(self, v: TVar):
+        """The error for the free variable v: nothing determines its type."""
+        org = v.origin
+        if isinstance(org, Lam):
+            known = for_display(self._origin_ty.get(id(org), v))
+            x = org.name
+            if isinstance(known, Hole) and v.numeric is not None:
+                sym, at = v.numeric
+                msg = (f"cannot infer the type of the parameter {x} of this lambda: it is R or "
+                       f"Z (an operand of {sym} at {loc_text(at)}) and nothing decides which; "
+                       f"add an annotation, e.g. \\({x} : R) -> ...")
+            elif isinstance(known, Hole):
+                msg = (f"cannot infer the type of the parameter {x} of this lambda: add an "
+                       f"annotation, e.g. \\({x} : T) -> ...")
+            else:
+                msg = (f"cannot infer the type of the parameter {x} of this lambda: it is "
+                       f"known only as {show(known)}; add an annotation, e.g. "
+                       f"\\({x} : {show(known).replace('?', 'T')}) -> ...")
+        elif isinstance(org, (Inl, Inr)):
+            side = "inl" if isinstance(org, Inl) else "inr"
+            ty = self._origin_ty.get(id(org))
+            a, b = "A", "B"
+            if isinstance(ty, Sum):
+                left, right = for_display(ty.left), for_display(ty.right)
+                if not has_hole(left):
+                    a = show(left, PREC_SUM + 1)
+                if not has_hole(right):
+                    b = show(right, PREC_SUM)
+            msg = ("cannot infer the type of this injection: add an ascription, "
+                   f"e.g. ({side} e : {a} + {b})")
+        else:
+            msg = "the element type of [] is not known: write it, as in ([] : Array R)"
+        return self.error(msg, org)
 
     def synth(self, t: Term) -> bool:
         """Can `t` be elaborated with no expected type? (A guide for ordering.)"""
@@ -361,8 +450,32 @@ class _Checker:
             found = Fun(t.param_ty, HOLE)
         return self.mismatch(ctx, exp, found, what, t)
 
-    def mismatch(self, ctx: Ctx, exp: Type, found, what: str, t: Term) -> TypeCheckError:
-        return self.error(ctx.message(exp, found, what), ctx.node(exp, found, t))
+    def mismatch(self, ctx: Ctx, exp: Type, found, what: str, t: Term,
+                 conflict: Conflict | None = None) -> TypeCheckError:
+        exp = for_display(exp)
+        found = for_display(found) if found is not None else None
+        node = ctx.node(exp, found, t)
+        message = ctx.message(exp, found, what)
+        if conflict is not None:
+            here = getattr(node, "loc", None) or self._loc
+            reason = conflict_reason(conflict, here)
+            if reason:
+                message = f"{reason}: {message}" if conflict.kind == "shape" else reason
+        return self.error(message, node)
+
+    def conflict_error(self, conflict: Conflict, t: Term, message: str) -> TypeCheckError:
+        """An error at t: `message`, after the places of the clash (if any)."""
+        reason = conflict_reason(conflict, getattr(t, "loc", None) or self._loc)
+        return self.error(f"{reason}: {message}" if reason else message, t)
+
+    def fresh_for(self, exp: Type, subject: str, note: str, origin) -> Type:
+        """`exp` with its holes replaced by fresh variables (`exp` itself when it
+        has none)."""
+        if exp is HOLE:
+            return self.u.fresh(subject, note, origin)
+        if has_hole(exp):
+            return self.u.fill(exp, subject, note, origin)
+        return exp
 
     # ------------------------------------------------------------- the rules
 
@@ -419,12 +532,12 @@ class _Checker:
     def _fst(self, t: Fst, exp, ctx):
         e = self.elab(t.expr, Prod(exp, HOLE),
                       _NeedCtx("fst", Prod, "a pair", ctx, lambda p: p.left, t))
-        return attrs.evolve(t, expr=e, ty=e.ty.left)
+        return attrs.evolve(t, expr=e, ty=resolve(e.ty).left)
 
     def _snd(self, t: Snd, exp, ctx):
         e = self.elab(t.expr, Prod(HOLE, exp),
                       _NeedCtx("snd", Prod, "a pair", ctx, lambda p: p.right, t))
-        return attrs.evolve(t, expr=e, ty=e.ty.right)
+        return attrs.evolve(t, expr=e, ty=resolve(e.ty).right)
 
     def _inj(self, t, exp, ctx):
         side = "inl" if isinstance(t, Inl) else "inr"
@@ -432,21 +545,21 @@ class _Checker:
             raise self.shape_mismatch(t, exp, ctx, f"an injection ({side})")
         mine, other = (HOLE, HOLE) if exp is HOLE else (
             (exp.left, exp.right) if side == "inl" else (exp.right, exp.left))
-        if not _complete(other):
-            a, b = ("A", "B")
-            if _complete(mine):
-                a = show(mine, _PREC_SUM + 1) if side == "inl" else a
-                b = show(mine, _PREC_SUM) if side == "inr" else b
-            raise self.error("cannot infer the type of this injection: add an ascription, "
-                             f"e.g. ({side} e : {a} + {b})", t)
+        # the other side, where not known from the context, is inferred
+        given = other
+        other = self.fresh_for(other, f"the {'right' if side == 'inl' else 'left'} side of "
+                               f"the sum", f"(of the {side} at {loc_text(self._loc)})", t)
         e = self.elab(t.expr, mine, Ctx(f"the argument of {side}"))
         ty = Sum(e.ty, other) if side == "inl" else Sum(other, e.ty)
+        if other is not given:
+            self._origin_ty[id(t)] = ty
         return attrs.evolve(t, expr=e, ty=ty)
 
     def _case(self, t: Case, exp, ctx):
         scrut = self.elab(t.scrut, Sum(HOLE, HOLE),
                           _NeedCtx("case", Sum, "a sum (A + B, or Bool)", ctx))
-        a, b = scrut.ty.left, scrut.ty.right
+        sty = resolve(scrut.ty)
+        a, b = sty.left, sty.right
         left_first = self.synth(t.lbody) or not self.synth(t.rbody)
         if left_first:
             lbody = self._branch(t.lname, a, t.lbody, exp, ctx)
@@ -470,14 +583,24 @@ class _Checker:
         else:
             raise self.shape_mismatch(t, exp, ctx, "a lambda")
         if t.param_ty is not None:
-            if not _fits(t.param_ty, ea):
-                raise self.shape_mismatch(t, exp, ctx, "a lambda")
             p = t.param_ty
-        elif _complete(ea):
-            p = ea
-        else:
-            raise self.error(f"cannot infer the type of the parameter {t.name} of this lambda: "
-                             f"add an annotation, e.g. \\({t.name} : T) -> ...", t)
+            if ea is not HOLE and p != ea:
+                conflict = self.u.unify(p, ea, self._loc)
+                if conflict is not None:
+                    if conflict.via_found or conflict.via_expected:
+                        raise self.mismatch(ctx, exp, Fun(p, HOLE), "", t, conflict)
+                    raise self.shape_mismatch(t, exp, ctx, "a lambda")
+        else:  # where not known from the context, the parameter's type is inferred
+            note = f"(the parameter of the lambda at {loc_text(self._loc)})"
+            if type(ea) is TVar:
+                # the context's variable: the parameter gets its own, bound to it
+                # here, so that a clash names this parameter and this place
+                p = self.u.fresh(t.name, note, t)
+                self.u.unify(p, ea, self._loc)  # p is free: this cannot fail
+            else:
+                p = self.fresh_for(ea, t.name, note, t)
+            if p is not ea:
+                self._origin_ty[id(t)] = p
         old = self.bind(t.name, p)
         body = self.elab(t.body, er, Ctx("the body of the lambda"))
         self.unbind(t.name, old)
@@ -490,17 +613,23 @@ class _Checker:
         actx = _AppCtx(ctx, t)
         if self.synth(t.fn) or not self.synth(t.arg):
             fn = self.elab(t.fn, Fun(HOLE, exp), actx)
-            arg = self.elab(t.arg, fn.ty.arg, Ctx("the argument of the function"))
+            fty = resolve(fn.ty)
+            arg = self.elab(t.arg, fty.arg, Ctx("the argument of the function"))
         else:
             arg = self.elab(t.arg, HOLE, _NO_CTX)
             fn = self.elab(t.fn, Fun(arg.ty, exp), actx)
-        return attrs.evolve(t, fn=fn, arg=arg, ty=fn.ty.res)
+            fty = resolve(fn.ty)
+        return attrs.evolve(t, fn=fn, arg=arg, ty=fty.res)
 
     def _call(self, t: Call, exp, ctx):
         local = self.env.get(t.name)
         if local is not None:  # a local variable shadows a def of the same name
+            local = resolve(local)
+            if type(local) is TVar and len(t.args) == 1:  # a function, to be inferred
+                return self._app(App(Var(t.name, loc=t.loc), t.args[0], loc=t.loc), exp, ctx)
             if isinstance(local, Fun) and len(t.args) == 1:
                 fn = Var(t.name, loc=t.loc, ty=local)
+                self.built(local)
                 arg = self.elab(t.args[0], local.arg, Ctx(f"the argument of {t.name}"))
                 return App(fn, arg, loc=t.loc, ty=local.res)
             hint = (f"; apply it to one argument, {t.name} e" if isinstance(local, Fun) else "")
@@ -519,8 +648,8 @@ class _Checker:
         return attrs.evolve(t, args=args, ty=d.result)
 
     def _ann(self, t: Ann, exp, ctx):
-        if not _fits(t.ann, exp):
-            raise self.mismatch(ctx, exp, t.ann, "", t)
+        if exp is not HOLE and t.ann != exp:
+            self.expect(t.ann, exp, ctx, t)
         return self.elab(t.expr, t.ann, Ctx("the ascribed expression"))
 
     def _build(self, t: Build, exp, ctx):
@@ -543,10 +672,8 @@ class _Checker:
             eb = exp.elem
         else:
             raise self.shape_mismatch(t, exp, ctx, "an array (literal)")
-        if not t.elems:
-            if not _complete(eb):
-                raise self.error("the element type of [] is not known: write it, as in "
-                                 "([] : Array R)", t)
+        if not t.elems:  # where not known from the context, the element type is inferred
+            eb = self.fresh_for(eb, "the element type of []", f"(at {loc_text(self._loc)})", t)
             return attrs.evolve(t, ty=ArrayT(eb))
         first = self.elab(t.elems[0], eb, Ctx("the first element of the array literal"))
         rest = [self.elab(e, first.ty,
@@ -558,12 +685,12 @@ class _Checker:
         arr = self.elab(t.arr, ArrayT(exp),
                         _NeedCtx("indexing (!)", ArrayT, "an array", ctx, lambda a: a.elem, t))
         idx = self.elab(t.idx, Z, Ctx("the index of !"))
-        return attrs.evolve(t, arr=arr, idx=idx, ty=arr.ty.elem)
+        return attrs.evolve(t, arr=arr, idx=idx, ty=resolve(arr.ty).elem)
 
     def _fold(self, t: Fold, exp, ctx):
         arr = self.elab(t.arr, ArrayT(exp),
                         _NeedCtx("fold", ArrayT, "an array", ctx, lambda a: a.elem, t))
-        el = arr.ty.elem
+        el = resolve(arr.ty).elem
         old = self.bind(t.name, Prod(el, el))
         body = self.elab(t.body, el, Ctx("the body of fold (it combines two elements)"))
         self.unbind(t.name, old)
@@ -585,7 +712,8 @@ class _Checker:
                            Ctx("the function of iter (it maps the state to the next "
                                "state, of the start value's type)"))
             body = attrs.evolve(body, fn=fn, arg=attrs.evolve(body.arg, ty=state),
-                                ty=fn.ty.res)
+                                ty=resolve(fn.ty).res)
+            self.built(state)
         else:
             body = self.elab(body, state, Ctx("the body of iter's function (it returns "
                                               "the next state, of the start value's type)"))
@@ -606,7 +734,7 @@ class _Checker:
                                          "array of the states, of x's type)"))
         arr = self.elab(t.arr, ArrayT(HOLE), _NeedCtx("scan", ArrayT, "an array", ctx))
         state = init.ty
-        arg_ty = Prod(state, arr.ty.elem)
+        arg_ty = Prod(state, resolve(arr.ty).elem)
         body = t.body
         old = self.bind(t.name, arg_ty)
         if (isinstance(body, App) and isinstance(body.arg, Var) and body.arg.name == t.name
@@ -616,7 +744,8 @@ class _Checker:
                            Ctx("the function of scan (it maps (state, element) to the "
                                "next state, of the start value's type)"))
             body = attrs.evolve(body, fn=fn, arg=attrs.evolve(body.arg, ty=arg_ty),
-                                ty=fn.ty.res)
+                                ty=resolve(fn.ty).res)
+            self.built(arg_ty)
         else:
             body = self.elab(body, state, Ctx("the body of scan's function (it returns "
                                               "the next state, of the start value's type)"))
@@ -635,7 +764,7 @@ class _Checker:
         else:
             raise self.shape_mismatch(t, exp, ctx, "an array (map)")
         arr = self.elab(t.arr, ArrayT(HOLE), _NeedCtx("map", ArrayT, "an array", ctx))
-        old = self.bind(t.name, arr.ty.elem)
+        old = self.bind(t.name, resolve(arr.ty).elem)
         body = self.elab(t.body, eb, Ctx("the body of map"))
         self.unbind(t.name, old)
         return attrs.evolve(t, body=body, arr=arr, ty=ArrayT(body.ty))
@@ -653,6 +782,9 @@ class _Checker:
         if p is not None and p.int_variant is not None:
             arg, base = self._overloaded_arg(t, sym, isinstance(p.arg, Prod),
                                              isinstance(p.arg, ArrayT))
+            if type(base) is TVar:  # R or Z: the variant is chosen when the def is resolved
+                res = p.res if p.res == PRIMITIVES[p.int_variant].res else base
+                return attrs.evolve(t, arg=arg, ty=res)
             if base == Z:
                 op = p.int_variant
             return attrs.evolve(t, op=op, arg=arg, ty=PRIMITIVES[op].res)
@@ -675,47 +807,105 @@ class _Checker:
         left = self.elab(pair.left, p.arg.left, Ctx(f"the first argument of {sym}"))
         if self.synth(pair.right):
             right = self.elab(pair.right, HOLE, _NO_CTX)
-            if right.ty not in (p.arg.right, Z):
-                raise self.error(f"the second argument of {sym} must be {show(p.arg.right)} "
-                                 f"or Z, found {show(right.ty)}", pair.right)
+            rt = self._number(right.ty, sym, pair.right, lambda s: (
+                f"the second argument of {sym} must be {show(p.arg.right)} or Z, found {s}"))
         else:
             right = self.elab(pair.right, p.arg.right, Ctx(f"the second argument of {sym}"))
-        op = p.int_right_variant if right.ty == Z else t.op
+            rt = right.ty
+        op = p.int_right_variant if rt == Z else t.op
         arg = attrs.evolve(pair, left=left, right=right, ty=Prod(left.ty, right.ty))
         return attrs.evolve(t, op=op, arg=arg, ty=PRIMITIVES[op].res)
 
+    def _number(self, ty: Type, sym: str, node: Term, message) -> Type:
+        """R, Z, or a free variable, which the operator `sym` constrains to R or
+        Z (its variant is chosen when the def is resolved); for another type, the
+        error `message(the type)` at node."""
+        r, via = find(ty)
+        if r == R or r == Z:
+            return r
+        if type(r) is TVar:
+            if r.numeric is None:
+                r.numeric = (sym, self._loc)
+            return r
+        msg = message(show(r))
+        if via is not None:
+            raise self.conflict_error(Conflict("shape", r, r, (via, "R or Z")), node, msg)
+        raise self.error(msg, node)
+
     def _overloaded_arg(self, t: Prim, sym: str, binary: bool, array: bool = False):
         """Elaborate the argument of an R/Z operator (of an Array R / Array Z one
-        with `array`); return it and R or Z."""
+        with `array`); return it and R, Z or a variable constrained to them."""
         if array:
             arg = self.elab(t.arg, HOLE, _NO_CTX)
-            if arg.ty not in (ArrayT(R), ArrayT(Z)):
-                raise self.error(f"{sym} needs Array R or Array Z, found {show(arg.ty)}", t.arg)
-            return arg, arg.ty.elem
+            msg = (lambda _: f"{sym} needs Array R or Array Z, found {show(arg.ty)}")
+            aty, via = find(arg.ty)
+            if type(aty) is TVar:
+                self.expect(arg.ty, ArrayT(HOLE), _NeedCtx(sym, ArrayT, "an array", _NO_CTX),
+                            t.arg)
+                aty, via = find(arg.ty)
+            if not isinstance(aty, ArrayT):
+                if via is not None:
+                    raise self.conflict_error(Conflict("shape", aty, aty, (via, "an array")),
+                                              t.arg, msg(None))
+                raise self.error(msg(None), t.arg)
+            return arg, self._number(aty.elem, sym, t.arg, msg)
         if not binary:
             arg = self.elab(t.arg, HOLE, _NO_CTX)
-            if arg.ty not in (R, Z):
-                raise self.error(f"{sym} needs R or Z, found {show(arg.ty)}", t.arg)
-            return arg, arg.ty
+            return arg, self._number(arg.ty, sym, t.arg,
+                                     lambda s: f"{sym} needs R or Z, found {s}")
         if not isinstance(t.arg, Pair):
             arg = self.elab(t.arg, Prod(HOLE, HOLE),
                             _NeedCtx(sym, Prod, "a pair of two R or two Z", _NO_CTX))
-            if arg.ty not in (Prod(R, R), Prod(Z, Z)):
-                raise self.error(f"{sym} needs two R or two Z, found {show(arg.ty)}", t.arg)
-            return arg, arg.ty.left
+            aty = resolve(arg.ty)
+
+            def msg(_):
+                return f"{sym} needs two R or two Z, found {show(arg.ty)}"
+
+            base = self._number(aty.left, sym, t.arg, msg)
+            conflict = self.u.unify(aty.right, base, self._loc)
+            if conflict is not None:
+                raise self.conflict_error(conflict, t.arg, msg(None))
+            return arg, resolve(base)
         pair = t.arg
         sides = [pair.left, pair.right]
         first = 0 if self.synth(pair.left) or not self.synth(pair.right) else 1
         second = 1 - first
         sides[first] = self.elab(sides[first], HOLE, _NO_CTX)
         base = sides[first].ty
-        if base not in (R, Z):
-            raise self.error(f"{sym} needs R or Z, found {show(base)} in the "
-                             f"{_ORD[first]} argument", sides[first])
-        sides[second] = self.elab(sides[second], base,
-                                  Ctx(f"the {_ORD[second]} argument of {sym}"))
+        if base is not R and base is not Z and base != R and base != Z:
+            base = self._number(base, sym, sides[first], lambda s: (
+                f"{sym} needs R or Z, found {s} in the {_ORD[first]} argument"))
+        if type(base) is TVar:
+            # the first operand's type is not known yet: the second's decides it,
+            # as if the first were used at the second's type
+            sides[second] = self.elab(sides[second], HOLE, _NO_CTX)
+            saved = self._loc
+            self._loc = getattr(sides[first], "loc", None) or saved
+            try:
+                self.expect(base, sides[second].ty,
+                            Ctx(f"the {_ORD[first]} argument of {sym}"), sides[first])
+            finally:
+                self._loc = saved
+            base = resolve(base)
+        else:  # (a variable bound to R or Z is passed on, for the message of a clash)
+            first_ty = sides[first].ty
+            sides[second] = self.elab(sides[second], first_ty if type(first_ty) is TVar
+                                      else base, Ctx(f"the {_ORD[second]} argument of {sym}"))
         arg = attrs.evolve(pair, left=sides[0], right=sides[1], ty=Prod(base, base))
         return arg, base
+
+
+def _resolved_op(op: str, arg_ty: Type) -> str:
+    """The variant of the overloaded operator `op` that its (resolved) argument
+    type selects: Z operands (or a Z exponent for `**`) make it the Z variant."""
+    p = PRIMITIVES.get(op)
+    if p is None or arg_ty is UNIT:
+        return op
+    if p.int_variant is not None and number_base(arg_ty) == Z:
+        return p.int_variant
+    if p.int_right_variant is not None and isinstance(arg_ty, Prod) and arg_ty.right == Z:
+        return p.int_right_variant
+    return op
 
 
 _RULES = {
@@ -759,6 +949,7 @@ def _check_program(prog: Program) -> Program:
             checker.env[prm.name] = prm.ty
         try:
             body = checker.elab(d.body, d.result, Ctx(f"the result of def {d.name}"))
+            body = checker.resolve_term(body)
         except RecursionError:
             raise _too_deep(prog.source) from None
         nd = attrs.evolve(d, body=body)
@@ -780,7 +971,7 @@ def check_term(term: Term, env: dict[str, Type], defs: dict[str, Def] | None = N
 
     def go():
         try:
-            return checker.elab(term, exp, _NO_CTX)
+            return checker.resolve_term(checker.elab(term, exp, _NO_CTX))
         except RecursionError:
             raise _too_deep(None) from None
 

@@ -4,7 +4,7 @@
     chad grad  FILE [--fn NAME] --args JSON [--ctg JSON] [--evm map|array|parallel] [--transform ...]
                [--backend compiled|interp] [--json] [--strict]
     chad jvp   FILE [--fn NAME] --args JSON --tangents JSON [--backend compiled|interp] [--json] [--strict]
-    chad show  FILE [--fn NAME] [--transform naive|efficient] [--simplify] [--json]
+    chad show  FILE [--fn NAME] [--transform naive|efficient] [--simplify | --source] [--json]
     chad compile FILE [--fn NAME] [--what grad|vjp|primal] [--transform ...] [--evm ...] [--no-simplify]
     chad cost  FILE [--fn NAME] --args JSON [--ctg JSON] [--transform ...] [--evm ...] [--json]
     chad check [--transform ...] [--evm ...] [--programs N] [--max-depth D] [--seed S] ...
@@ -42,6 +42,7 @@ from .deep import run_deep
 from .errors import ChadError, UsageError, escape_control
 from .forward_api import run_jvp
 from .tangents import tangent_to_json
+from .printer import print_program
 from .target_printer import show_term, term_to_json
 from .transform.registry import get_transform, transform_names
 from .values import dumps, parse_json, value_to_json
@@ -141,6 +142,10 @@ def build_parser() -> argparse.ArgumentParser:
            args=False, transform=True,
            json_help="a JSON object: the def, its parameters and result type, the "
                      "transform, the program text and its term as a tree")
+    sub.choices["show"].add_argument(
+        "--source", action="store_true",
+        help="print the checked program instead of a derivative: the source with every "
+             "type the checker inferred written out (docs/type-checker.md)")
     sub.choices["show"].add_argument(
         "--simplify", action="store_true",
         help="print the derivative after the simplifier (docs/simplifier.md): what the "
@@ -308,6 +313,13 @@ def _arg_list(args, d):
 def cmd_show(args) -> int:
     prog = _load(args)
     d = prog.find(args.fn)
+    if args.source:
+        if args.simplify:
+            raise UsageError("--source prints the checked program, not a derivative: "
+                             "it does not take --simplify")
+        text = print_program(prog)
+        print(dumps({"def": d.name, "source": text}) if args.json else text)
+        return 0
     spec = get_transform(args.transform)
     term = run_deep(spec.forward_term, d)
     if args.simplify:

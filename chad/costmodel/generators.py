@@ -960,7 +960,9 @@ def _fill_captures(program: Program) -> Program:
 # ----------------------------------------------------------------- printing
 def annotate_injections(program: Program) -> Program:
     """The program with every injection ascribed, `(inl e : A + B)`, so that its
-    printed form type checks (the checker cannot infer an injection's other side)."""
+    printed form type checks: the checker infers an injection's other side only
+    where the program determines it (docs/type-checker.md), and a generated
+    injection's other side is often free."""
 
     def go(t: Term) -> Term:
         t2 = map_children(t, go)
