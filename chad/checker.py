@@ -177,13 +177,16 @@ class _AppCtx(Ctx):
 class _BranchCtx(Ctx):
     """The second branch of a case checked, against the type of the first."""
 
-    def __init__(self, first: Type, first_is_left: bool):
+    def __init__(self, first: Type, first_is_left: bool, first_loc=None):
         super().__init__()
-        self.first, self.first_is_left = first, first_is_left
+        self.first, self.first_is_left, self.first_loc = first, first_is_left, first_loc
 
     def message(self, exp, found, what):
         other = show(found) if found is not None else what
-        a, b = (show(self.first), other) if self.first_is_left else (other, show(self.first))
+        first = show(self.first)
+        if self.first_loc is not None:  # name both places: the other branch's too
+            first += f" (the branch at {loc_text(self.first_loc)})"
+        a, b = (first, other) if self.first_is_left else (other, first)
         return f"the branches of case have different types: {a} and {b}"
 
 
@@ -563,10 +566,12 @@ class _Checker:
         left_first = self.synth(t.lbody) or not self.synth(t.rbody)
         if left_first:
             lbody = self._branch(t.lname, a, t.lbody, exp, ctx)
-            rbody = self._branch(t.rname, b, t.rbody, lbody.ty, _BranchCtx(lbody.ty, True))
+            rbody = self._branch(t.rname, b, t.rbody, lbody.ty,
+                                 _BranchCtx(lbody.ty, True, t.lbody.loc))
         else:
             rbody = self._branch(t.rname, b, t.rbody, exp, ctx)
-            lbody = self._branch(t.lname, a, t.lbody, rbody.ty, _BranchCtx(rbody.ty, False))
+            lbody = self._branch(t.lname, a, t.lbody, rbody.ty,
+                                 _BranchCtx(rbody.ty, False, t.rbody.loc))
         return attrs.evolve(t, scrut=scrut, lbody=lbody, rbody=rbody, ty=lbody.ty)
 
     def _branch(self, name, ty, body, exp, ctx):

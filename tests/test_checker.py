@@ -523,8 +523,9 @@ def test_fst_snd_need_pair():
 
 
 def test_branches_differ():
-    e = err(if_(Var("b"), lit(1.0), ilit(2, loc=L(4, 20)), loc=L(4, 1)), {"b": BOOL})
-    assert e.message == "the branches of case have different types: R and Z"
+    e = err(if_(Var("b"), lit(1.0, loc=L(4, 12)), ilit(2, loc=L(4, 20)), loc=L(4, 1)),
+            {"b": BOOL})
+    assert e.message == "the branches of case have different types: R (the branch at 4:12) and Z"
     assert (e.loc.line, e.loc.col) == (4, 20)
 
 
@@ -917,7 +918,7 @@ BAD_PROGRAMS = [
     ("def f(x : R) : R = (x, x)", (1, 20), "expected R, found R * R in the result of def f"),
     ("def f(x : R) : R = x 2.0", (1, 20), "cannot apply a value of type R: it is not a function"),
     ("def f(x : R) : R =\n  if x < 0.0 then 1.0 else 2", (2, 28),
-     "the branches of case have different types: R and Z"),
+     "the branches of case have different types: R (the branch at 2:19) and Z"),
     ("def f(n : Z) : R = n / 2", (1, 20), "expected R, found Z in the first argument of /"),
     ("def f(x : R) : R = (2 : R)", (1, 21), "expected R, found Z in the ascribed expression"),
 ]
