@@ -77,7 +77,7 @@ BATCH_S, QUICK_BATCH_S = 0.025, 0.002    # target wall time of one batch of call
 INTERP_CAP_S, QUICK_INTERP_CAP_S = 0.1, 0.02
 CASE_BUDGET_S, QUICK_CASE_BUDGET_S = 25.0, 1.0   # time of the rounds of one program
 MIN_ROUNDS = 3
-COMPILE_LIMIT_S, QUICK_COMPILE_LIMIT_S = 20.0, 10.0  # the child's limit, see compile_guard
+COMPILE_LIMIT_S, QUICK_COMPILE_LIMIT_S = 60.0, 10.0  # the child's limit, see compile_guard
 ROOT = Path(__file__).resolve().parent.parent
 WARMUP_S = 0.05
 MAX_BATCH = 200_000
@@ -117,6 +117,7 @@ class Series:
 @dataclass
 class ToolResult:
     first_call: float | None = None      # construction + first gradient call (s)
+    first_call_cpu: float | None = None  # the same, CPU time of the process (s)
     primal_first: float | None = None    # construction + first primal call (s)
     error: float | None = None           # relative gradient error against the reference
     status: str = "ok"                   # ok | skipped: ... | MISMATCH ... | failed: ...
@@ -234,21 +235,24 @@ def probe_backend(backend: str) -> tuple[str, str]:
 
 
 def chad_setup(case, backend: str):
-    """(Impl, first-call seconds of the gradient, of the primal). With the compiled
-    backend, from an empty cache: compile time."""
+    """(Impl, first-call seconds of the gradient, of the primal, CPU seconds of
+    the gradient's first call). With the compiled backend, from an empty cache:
+    compile time."""
     if backend != "interp":
         common.clear_compile_cache()
+    c0 = time.process_time()
     t0 = time.perf_counter()
     g = common.chad_grad(case.text, case.fn, backend)
     args, ctg = case.args, case.ctg
     grad = (lambda: g(*args)) if ctg is None else (lambda: g(*args, ctg=ctg))
     grad()
     t_grad = time.perf_counter() - t0
+    cpu_grad = time.process_time() - c0
     t0 = time.perf_counter()
     p = common.chad_primal(case.text, case.fn, backend)
     p(*args)
     t_primal = time.perf_counter() - t0
-    return common.Impl(grad=grad, primal=lambda: p(*args)), t_grad, t_primal
+    return common.Impl(grad=grad, primal=lambda: p(*args)), t_grad, t_primal, cpu_grad
 
 
 def compile_guard(case, backend: str, quick: bool, limit: float) -> str | None:
@@ -293,7 +297,7 @@ def run_case(case, backend: str, peers: list[str], rounds: int, batch_s: float,
     impls: dict[str, common.Impl] = {}
 
     # the reference: chad's interpreter
-    ref_impl, ref_first, ref_pfirst = chad_setup(case, "interp")
+    ref_impl, ref_first, ref_pfirst, _ = chad_setup(case, "interp")
     ref_value, ref_grads = ref_impl.grad()
     t_interp = min(timed(ref_impl.grad)[0] for _ in range(2))
 
@@ -307,9 +311,10 @@ def run_case(case, backend: str, peers: list[str], rounds: int, batch_s: float,
             results["chad"].status = why
         else:
             try:
-                impl, tg, tp = chad_setup(case, backend)
+                impl, tg, tp, tc = chad_setup(case, backend)
                 impls["chad"] = impl
                 results["chad"].first_call, results["chad"].primal_first = tg, tp
+                results["chad"].first_call_cpu = tc
             except Exception as e:
                 results["chad"].status = f"failed: {type(e).__name__}: {e}"
         if t_interp <= interp_cap:
@@ -494,8 +499,10 @@ def goals(cases, all_results, backend: str, quick: bool) -> list[tuple[str, str,
         out.append((f"compile time of the 1000-let chain < {COMPILE_MAX_S:g} s",
                     "NOT met" if over else "not measured", st[:120]))
     else:
+        cpu = all_results["chain"]["chad"].first_call_cpu
         out.append((f"compile time of the 1000-let chain < {COMPILE_MAX_S:g} s",
-                    "met" if ct < COMPILE_MAX_S else "NOT met", fmt_time(ct)))
+                    "met" if ct < COMPILE_MAX_S else "NOT met",
+                    f"{fmt_time(ct)} ({fmt_time(cpu)} of CPU time: the machine is shared)"))
     return out
 
 

@@ -23,6 +23,10 @@ from tests.oracle_agda import canon
 
 RUNTIMES = ("array", "map", "parallel")
 
+# generated code must compile without CPython's warnings (e.g. `None[0]`, which
+# its compiler flags as a likely mistake)
+pytestmark = pytest.mark.filterwarnings("error::SyntaxWarning")
+
 # (name, strategy, number of programs): 2000 and more in all
 FAMILIES = [
     ("first-order", lambda: G.programs(max_depth=5, max_params=3), 600),

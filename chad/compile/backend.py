@@ -20,13 +20,16 @@ evaluator's alone.
 
 from __future__ import annotations
 
+import math
 import threading
+import types
 from collections import OrderedDict
 
 from chad.deep import run_deep
 from chad.errors import ChadError, UsageError
 from chad.runtime.registry import make_evm
 from chad.terms import Call, Def, Fst, Let, Pair, Program, Var, subterms
+from chad.types import is_first_order
 from chad.transform.registry import CTG, get_transform
 
 from .codegen import CompileError, Gen
@@ -70,6 +73,42 @@ class Module:
         self.namespace = gen.ns
 
 
+# The fast versions of the table's sine and cosine: math.sin and math.cos are
+# the same function but for an infinity, where they raise ValueError and the
+# table's versions (chad/primitives.py) give NaN.
+FAST_MATH = {"_sin": math.sin, "_cos": math.cos}
+
+
+def with_fast_math(ns: dict, entry_name: str):
+    """The entry function of a module (exec'd in ns) calling math.sin and
+    math.cos directly (a Python-level wrapper call less per sine), and, if that
+    raises ValueError (an infinity, or an error the table's versions raise too),
+    the same code with the table's versions: the same result in every case.
+    Only for functions whose arguments and result hold no function value: the
+    generated code has no effect but its result, so running it again is the
+    same computation, and no fast closure escapes to be called later. The
+    functions share their code objects: nothing is compiled twice."""
+    fast_ns = dict(ns)
+    fast_ns.update(FAST_MATH)
+    for name, value in ns.items():
+        if type(value) is types.FunctionType and value.__globals__ is ns:
+            code, defaults = value.__code__, value.__defaults__
+            if defaults:  # helpers bound by default arguments (codegen.LOCAL_HELPERS)
+                names = code.co_varnames[code.co_argcount - len(defaults):code.co_argcount]
+                defaults = tuple(FAST_MATH.get(n, d) for n, d in zip(names, defaults))
+            fast_ns[name] = types.FunctionType(code, fast_ns, value.__name__, defaults,
+                                               value.__closure__)
+    fast, safe = fast_ns[entry_name], ns[entry_name]
+
+    def entry(*args):
+        try:
+            return fast(*args)
+        except ValueError:
+            return safe(*args)
+
+    return entry
+
+
 def evm_for(runtime: str):
     """The EVM object compiled code uses: the inlined array EVM, or the runtime."""
     if runtime == "spec":
@@ -79,9 +118,10 @@ def evm_for(runtime: str):
 
 
 def _generate(prog: Program, params: list[str], term, runtime: str, simplify: bool,
-              label: str, evm=None) -> Module:
+              label: str, evm=None, fast_math: bool = False) -> Module:
     """Generate and compile the module of `term` (already simplified when
-    `simplify`; the bodies of the defs it calls are simplified here)."""
+    `simplify`; the bodies of the defs it calls are simplified here); with
+    `fast_math`, its entry runs with_fast_math."""
     gen = Gen(inline=(runtime == "array"), prepare=_prepare(simplify))
     gen.defs = {d.name: d for d in prog.defs}
     gen.ns["_E"] = evm if evm is not None else evm_for(runtime)
@@ -103,7 +143,14 @@ def _generate(prog: Program, params: list[str], term, runtime: str, simplify: bo
         raise CompileError(f"the generated Python for {label} does not compile: {e}",
                            getattr(term, "loc", None)) from None
     exec(code, gen.ns)
+    if fast_math and ("_sin(" in source or "_cos(" in source):
+        return Module(source, with_fast_math(gen.ns, entry), gen)
     return Module(source, gen.ns[entry], gen)
+
+
+def _first_order(d: Def) -> bool:
+    """No function value in the def's arguments or result (with_fast_math)."""
+    return is_first_order(d.result) and all(is_first_order(p.ty) for p in d.params)
 
 
 def header(label: str, runtime: str, simplify: bool) -> str:
@@ -176,7 +223,7 @@ def primal_module(prog: Program, d: Def, simplify: bool = True) -> Module:
     def build():
         body = _term(_key(prog, d, "primal body", simplify, keep), lambda: d.body, simplify)
         return run_deep(_generate, prog, [p.name for p in d.params], body, "array",
-                        simplify, f"{d.name}")
+                        simplify, f"{d.name}", None, _first_order(d))
     return _cached(_key(prog, d, "primal", simplify, keep), build)
 
 
@@ -195,7 +242,8 @@ def gradient_module(prog: Program, d: Def, transform: str = "efficient",
         t = _term(_key(prog, d, "grad term", transform, simplify, keep), term, simplify,
                   _defs(prog))
         return run_deep(_generate, prog, [p.name for p in d.params] + [CTG], t, runtime,
-                        simplify, f"gradient of {d.name} ({transform})")
+                        simplify, f"gradient of {d.name} ({transform})", None,
+                        runtime == "array" and _first_order(d))
     return _cached(_key(prog, d, "grad", transform, runtime, simplify, keep), build)
 
 

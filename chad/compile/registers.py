@@ -8,7 +8,10 @@ loop. This pass, on the lines of one generated function,
 
 1. drops assignments whose local is never read and whose right-hand side cannot
    fail or act (a tuple of atoms, an atom, a `_partial` of atoms), repeatedly;
-2. renames the remaining single-assignment locals onto a few *registers*: once
+2. folds a local read once, by the next statement, into it, where that keeps
+   the order of every operation (`_fold`): `v5 = _sin(a2)`, `v6 = (0.5 * v5)`
+   become `v6 = (0.5 * _sin(a2))`, one store and one load fewer;
+3. renames the remaining single-assignment locals onto a few *registers*: once
    a local's last read has passed, its name is free and the next local defined
    in the same statement list takes it over (the old value is then released).
 
@@ -29,13 +32,21 @@ import re
 _NAME = re.compile(r"(?<![\w.])[a-z]+[0-9]+\b")
 _ASSIGN = re.compile(r"([a-z]+[0-9]+) = (.*)")
 _ATOM = r"(?:[a-z]+[0-9]+|_[A-Za-z]+[0-9]+|None|-?[0-9][0-9.e+-]*|\(-[0-9][0-9.e+-]*\))"
+_PURE_ATOM = re.compile(_ATOM)
 _PURE = re.compile(rf"{_ATOM}|\({_ATOM}(?:, {_ATOM})+\)|_partial\({_ATOM}(?:, {_ATOM})*\)")
 
 _INDENT = "    "
+MAX_NESTING = 12
+# what may act or fail when evaluated: a call or a subscript (a name or a
+# bracket followed by an opening one)
+_UNSAFE = re.compile(r"[\w)\]][(\[]")
+_CALLEE = re.compile(r"[A-Za-z_][\w.]*")
+_PAREN = re.compile(r"[()]")
+_LITERAL = re.compile(r"None|-?[0-9][0-9.e+-]*|\(-[0-9][0-9.e+-]*\)")
 
 
 class _Stmt:
-    __slots__ = ("indent", "text", "target", "uses", "seq", "index")
+    __slots__ = ("indent", "text", "target", "uses", "seq", "index", "nest")
 
     def __init__(self, indent: int, text: str, target, uses, seq: int, index: int):
         self.indent = indent      # levels
@@ -44,6 +55,7 @@ class _Stmt:
         self.uses = uses          # the generated names the statement reads (a list)
         self.seq = seq            # the statement list it belongs to
         self.index = index        # its position in that list
+        self.nest = text.count("(")  # bounds its parentheses' nesting
 
 
 def reuse_locals(lines: list[str]) -> list[str]:
@@ -115,7 +127,10 @@ def reuse_locals(lines: list[str]) -> list[str]:
                 if j is not None and alive[j] and _droppable(stmts[j], reads, pinned):
                     work.append(j)
 
-    # 2. where each local is defined, and its last read in the list defining it
+    # 2. a local read once, by the next statement, folded into it
+    _fold(stmts, alive, reads, pinned)
+
+    # 3. where each local is defined, and its last read in the list defining it
     home: dict[str, tuple[int, int]] = {p: (0, -1) for p in params}
     for s in stmts:
         if s.target is not None:
@@ -138,7 +153,7 @@ def reuse_locals(lines: list[str]) -> list[str]:
         if n not in pinned:
             dying.setdefault((home[n][0], at), []).append(n)
 
-    # 3. one pass in order: rename, free the dead, give a defined local a free name
+    # 4. one pass in order: rename, free the dead, give a defined local a free name
     rename: dict[str, str] = {}
     pools: dict[int, list[str]] = {}
     out = [header]
@@ -160,6 +175,88 @@ def reuse_locals(lines: list[str]) -> list[str]:
             out.append(_INDENT * s.indent + _NAME.sub(sub, s.text))
             pool.extend(freed)
     return out
+
+
+def _fold(stmts: list[_Stmt], alive: list[bool], reads: dict[str, int],
+          pinned: set[str]) -> None:
+    """`x = E` followed, in the same statement list, by `y = R` or `return R`
+    where R reads x once and nothing in R before x can act or fail (no call,
+    subscript or conditional to its left): `y = R[x := (E)]`. E is then evaluated
+    at the same point of the computation (after what R loads before x, local
+    names and numbers, and before the rest of R), so the result is the same,
+    operation for operation; one store and one load fewer. Folds nest up to
+    MAX_NESTING parentheses (bounded by counting them)."""
+    before: list[int] = []  # the alive statements just before the current one
+    for j, s in enumerate(stmts):
+        if not alive[j]:
+            continue
+        while before and _fold_into(stmts[before[-1]], s, reads, pinned):
+            i = before.pop()
+            alive[i] = False
+        before.append(j)
+
+
+def _fold_into(d: _Stmt, s: _Stmt, reads: dict[str, int], pinned: set[str]) -> bool:
+    """Fold d (`x = E`) into s if allowed (see _fold); whether it was."""
+    x = d.target
+    if (x is None or x in pinned or reads.get(x, 0) != 1 or d.seq != s.seq
+            or x not in s.uses):
+        return False
+    text = s.text
+    if s.target is not None:
+        cut = len(s.target) + 3
+    elif text.startswith("return "):
+        cut = 7
+    else:
+        return False
+    rhs = text[cut:]
+    if " if " in rhs:
+        return False
+    found = None
+    for m in _NAME.finditer(rhs):
+        if m.group(0) == x:
+            if found is not None:
+                return False
+            found = m
+    if found is None:
+        return False
+    at = found.start()
+    if _UNSAFE.search(rhs, 0, at) is not None:
+        return False
+    e = d.text[len(x) + 3:]
+    after = rhs[found.end():found.end() + 1]
+    if after in ("[", "(") and _LITERAL.fullmatch(e):
+        return False  # `None[0]`: CPython's compiler warns (the code fails either way)
+    wrap = not _enclosed(e)
+    nest = s.nest + d.nest + wrap  # at most (counting parentheses)
+    if nest > MAX_NESTING:
+        return False
+    if wrap:
+        e = f"({e})"
+    s.text = text[:cut] + rhs[:at] + e + rhs[found.end():]
+    s.nest = nest
+    uses = list(s.uses)
+    uses.remove(x)
+    s.uses = uses + d.uses
+    reads[x] = 0
+    return True
+
+
+def _enclosed(e: str) -> bool:
+    """Whether e needs no parentheses to be an operand: an atom, or a name (a
+    callee) followed by one parenthesised group, or one parenthesised group."""
+    if e[-1] != ")":
+        return _PURE_ATOM.fullmatch(e) is not None
+    m = _CALLEE.match(e)
+    start = m.end() if m is not None else 0
+    if e[start] != "(":
+        return False
+    depth = 0
+    for p in _PAREN.finditer(e, start):
+        depth += 1 if p.group(0) == "(" else -1
+        if depth == 0:
+            return p.end() == len(e)
+    return False
 
 
 def _droppable(s: _Stmt, reads: dict[str, int], pinned: set[str]) -> bool:

@@ -16,10 +16,12 @@ unsimplified terms; the compiler (chad/compile/) generates code from simplified
 ones.
 
 The driver: make every binder name unique (names.py), then rounds of
-occurrence analysis (occurrences.py), one rewriting pass (rewrite.py) and
-the recomputation of lambdas' capture lists (captures.py), until a round
-changes nothing or MAX_ROUNDS rounds have run. Each round is linear in the
-size of the term (plus the size of the capture lists). Everything runs on a
+occurrence analysis (occurrences.py) and one rewriting pass (rewrite.py),
+until a round changes nothing or MAX_ROUNDS rounds have run, then the
+recomputation of lambdas' capture lists and the right-nesting of `>>` chains
+(captures.py), once: the rewrites never read a capture list, so only a chain
+nested anew calls for another round. Each round is linear in the size of the
+term. Everything runs on a
 big-stack thread (chad/deep.py): a program of 10,000 nested lets gives a
 target term nested as deep.
 """
@@ -29,7 +31,7 @@ from __future__ import annotations
 from chad.deep import run_deep
 from chad.terms import Term, subterms
 
-from .captures import tidy
+from .captures import tidy, tidy_renested
 from .names import Fresh, uniquify
 from .occurrences import analyse
 from .predicates import may_fail
@@ -68,11 +70,13 @@ def _simplify(term: Term, max_rounds: int) -> tuple[Term, int]:
             occ = analyse(term)
             fresh.taken |= occ.names
         new, changes = run_pass(term, occ.infos, fresh, occ.aliases)
-        new = tidy(new)
-        if new is term:
-            break
+        if new is term:  # a fixpoint of the pass: tidy it
+            term, renested = tidy_renested(term)
+            if not renested:  # only capture lists changed: still a fixpoint
+                return term, rounds
+            continue  # a `>>` chain nested anew may give the pass more to do
         term = new
-    return term, rounds
+    return tidy(term), rounds
 
 
 __all__ = ["simplify", "simplify_rounds", "may_fail", "term_size", "MAX_ROUNDS"]

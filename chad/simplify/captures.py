@@ -35,6 +35,7 @@ class _Tidy:
     def __init__(self) -> None:
         self.level: dict[str, int] = {}  # bound name -> number of lambdas around its binder
         self.lams: list[dict] = []       # captures being collected, outermost first
+        self.renested = False            # some `>>` chain was not nested to the right
 
     def use(self, name: str) -> None:
         lvl = self.level.get(name, 0)
@@ -141,6 +142,8 @@ class _Tidy:
             olds.append(spine)
             spine = spine.second
         right_nested = len(olds) == len(leaves) - 1
+        if not right_nested:
+            self.renested = True
         for i in range(len(new) - 2, -1, -1):
             old = olds[i] if right_nested else None
             if old is not None and old.first is new[i] and old.second is out:
@@ -154,3 +157,12 @@ def tidy(term):
     """term with its lambdas' capture lists recomputed and its `>>` chains nested
     to the right (see the module docstring)."""
     return _Tidy().go(term)
+
+
+def tidy_renested(term):
+    """(tidy(term), whether some `>>` chain had to be nested anew). When it had
+    not, the two terms differ at most in capture lists, which no rewrite reads:
+    a term the rewriting pass leaves unchanged stays so once tidied."""
+    t = _Tidy()
+    out = t.go(term)
+    return out, t.renested

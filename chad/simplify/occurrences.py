@@ -241,7 +241,14 @@ class Occurrences:
         plan = _PLANS.get(cls)
         if plan is None:
             plan = _PLANS[cls] = _plan(cls)
-        fields, binds, reads, known, loop = plan
+        fields, binds, reads, known, loop, simple = plan
+        if simple:  # a known class without binders or reads: each child in order
+            fails = False
+            for f in fields:
+                v = getattr(t, f)
+                if v is not None and self.visit(v, (), depth, NONE if fails else hd):
+                    fails = True
+            return node_may_fail(t, fails)
         if not fields and not reads:
             return node_may_fail(t, False)
         for f in reads:
@@ -285,13 +292,15 @@ def _plan(cls):
     """How visit walks a node class: (child fields, child field -> binder fields
     (a closure's captures rebound in its body left out: those are the outer
     names), the fields read, known to evaluate each child at most once, the loop
-    body field or None)."""
+    body field or None, simple: known, no binders and no reads)."""
     sh = shape(cls)
     binds = {}
     for f, bfs in sh.binds:
         own = tuple(bf for bf in bfs if not (sh.closure and bf in sh.reads))
         binds[f] = own
-    return sh.children, binds, sh.reads, cls in ONCE, LOOPS.get(cls)
+    known = cls in ONCE
+    simple = known and not binds and not sh.reads  # (no ONCE class has a tuple child)
+    return sh.children, binds, sh.reads, known, LOOPS.get(cls), simple
 
 
 def analyse(term) -> Occurrences:
