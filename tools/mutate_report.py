@@ -3,8 +3,9 @@
 Per file: killed / total (mutants that no selected test reaches are counted apart, as
 "no test"), then every surviving mutant with its diff and a reason. Reasons written by
 hand in the report (the line `reason: ...` under a mutant) are kept when the report is
-regenerated; a survivor without one is marked TODO. So is the hand-written section
-`## Coverage ...` (what was run, and when). A file with no result in mutants/ (not run in
+regenerated, for a mutant with the same diff (mutmut renumbers a changed file's mutants, so
+a reason follows its diff, not only its name); a survivor without one is marked TODO. The
+hand-written section `## Coverage ...` (what was run, and when) is kept too. A file with no result in mutants/ (not run in
 this mutants/ directory, e.g. a fresh worktree) keeps its row and its survivors from the
 previous report, marked "(earlier run)", so that a time-boxed run of some files does not
 erase the results of the others.
@@ -34,17 +35,29 @@ SCOPE = {
 }
 
 
-def old_reasons() -> dict[str, str]:
-    reasons, current = {}, None
+_SECTION = re.compile(r"^#### `([^`]+)`\n\n(\S[^\n]*) \(([^)\n]+)\)\n\n```diff\n(.*?)\n?```\nreason: ([^\n]*)$",
+                      re.M | re.S)
+
+
+def old_reasons() -> dict:
+    """The hand-written reasons of the previous report, by (mutant name, diff) and by (file,
+    diff). A reason applies to a mutant only with the same diff: when a file changes, mutmut
+    numbers its mutants anew, so a name can stand for another mutation; a mutant whose
+    number changed but whose diff is the same (and unique in its file) keeps its reason."""
+    reasons, by_diff = {}, {}
     if REPORT.exists():
-        for line in REPORT.read_text().splitlines():
-            m = re.match(r"^#### `([^`]+)`", line)
-            if m:
-                current = m.group(1)
-            m = re.match(r"^reason: (.*)$", line)
-            if m and current and not m.group(1).startswith("TODO"):
-                reasons[current] = m.group(1)
-    return reasons
+        for m in _SECTION.finditer(REPORT.read_text()):
+            name, _status, f, diff, reason = m.groups()
+            if reason.startswith("TODO"):
+                continue
+            reasons[(name, diff.strip())] = reason
+            key = (f, diff.strip())
+            by_diff[key] = None if key in by_diff else reason  # None: not unique
+    return {"name": reasons, "diff": by_diff}
+
+
+def reason_for(reasons: dict, name: str, f: str, diff: str) -> str | None:
+    return reasons["name"].get((name, diff)) or reasons["diff"].get((f, diff))
 
 
 def old_report():
@@ -62,9 +75,7 @@ def old_report():
             f, killed, ran, surv, notests, timeout, notrun = m.group(1), *map(int, m.groups()[1:])
             (before if f in counts else counts)[f] = Counter({"killed": killed - timeout, "timeout": timeout, "survived": surv,
                                  "no tests": notests, "not checked": notrun})
-    sec = re.compile(r"^#### `([^`]+)`\n\n(\S[^\n]*) \(([^)\n]+)\)\n\n```diff\n(.*?)\n?```\nreason: ([^\n]*)$",
-                     re.M | re.S)
-    for m in sec.finditer(text):
+    for m in _SECTION.finditer(text):
         name, status, f, diff, reason = m.groups()
         sections[f].append((name, status, diff.strip(), reason))
     m = re.search(r"^## Coverage.*?(?=^## )", text, re.M | re.S)
@@ -192,7 +203,7 @@ def main() -> None:
     new = defaultdict(list)
     for f, name, status in survivors:
         diff = diff_of(name)
-        new[f].append((name, status, diff, reasons.get(name) or auto_reason(name, diff) or "TODO"))
+        new[f].append((name, status, diff, reason_for(reasons, name, f, diff) or auto_reason(name, diff) or "TODO"))
     for f in FILES:
         for name, status, diff, reason in (old_sections.get(f, []) if f in labels else new[f]):
             out += [f"#### `{name}`", "", f"{status} ({f})", "", "```diff", diff, "```",
