@@ -32,8 +32,20 @@ def describe(v) -> str:
     return f"{type(v).__name__} {v!r}"[:80]
 
 
-def _bad(path: str, ty, v):
-    raise UsageError(f"{path}: expected {python_name(ty)}, got {describe(v)}")
+def _text(path) -> str:
+    """A path as text: a string, or (parent path, index) built lazily, so that a
+    call formats no path unless it fails."""
+    if isinstance(path, str):
+        return path
+    parts = []
+    while not isinstance(path, str):
+        path, k = path
+        parts.append(f"[{k}]")
+    return path + "".join(reversed(parts))
+
+
+def _bad(path, ty, v):
+    raise UsageError(f"{_text(path)}: expected {python_name(ty)}, got {describe(v)}")
 
 
 def encoder(ty):
@@ -47,7 +59,7 @@ def encoder(ty):
                 try:
                     return float(v)
                 except OverflowError:
-                    raise UsageError(f"{path}: the number {v} is too large for a float") from None
+                    raise UsageError(f"{_text(path)}: the number {v} is too large for a float") from None
             if isinstance(v, np.ndarray) and v.shape == () and v.dtype.kind in "fiu":
                 return float(v)
             _bad(path, ty, v)
@@ -71,9 +83,9 @@ def encoder(ty):
         def tup(v, path):
             if not isinstance(v, (tuple, list)) or len(v) != n:
                 _bad(path, ty, v)
-            out = parts[-1](v[-1], f"{path}[{n - 1}]")
+            out = parts[-1](v[-1], (path, n - 1))
             for k in range(n - 2, -1, -1):
-                out = (parts[k](v[k], f"{path}[{k}]"), out)
+                out = (parts[k](v[k], (path, k)), out)
             return out
         return tup
     if isinstance(ty, ArrayT):
@@ -90,11 +102,11 @@ def encoder(ty):
                     return v.astype(dtype)
                 if isinstance(v, (list, tuple)):
                     one = encoder(elem)
-                    items = [one(x, f"{path}[{i}]") for i, x in enumerate(v)]
+                    items = [one(x, (path, i)) for i, x in enumerate(v)]
                     try:
                         return np.array(items, dtype=dtype)
                     except OverflowError:
-                        raise UsageError(f"{path}: an element is outside the 64-bit range of "
+                        raise UsageError(f"{_text(path)}: an element is outside the 64-bit range of "
                                          "an array of ints") from None
                 _bad(path, ty, v)
             return flat
@@ -104,7 +116,7 @@ def encoder(ty):
             if not isinstance(v, (np.ndarray, list, tuple)) or (
                     isinstance(v, np.ndarray) and v.ndim < 1):
                 _bad(path, ty, v)
-            return [inner(x, f"{path}[{i}]") for i, x in enumerate(v)]
+            return [inner(x, (path, i)) for i, x in enumerate(v)]
         return nested
     raise AssertionError(ty)
 
@@ -158,10 +170,12 @@ def decoder(ty, gradient: bool = False):
 def cotangent_encoder(ty):
     """A cotangent in the result's Python shape -> chad's (None: zero)."""
     if ty == R:
+        one = encoder(R)
+
         def real(v, path):
             if v is None:
                 return 0.0
-            return encoder(R)(v, path)
+            return one(v, path)
         return real
     if ty in (Z, BOOL):
         return lambda v, path: None
@@ -174,9 +188,9 @@ def cotangent_encoder(ty):
                 return None
             if not isinstance(v, (tuple, list)) or len(v) != n:
                 _bad(path, ty, v)
-            out = parts[-1](v[-1], f"{path}[{n - 1}]")
+            out = parts[-1](v[-1], (path, n - 1))
             for k in range(n - 2, -1, -1):
-                out = (parts[k](v[k], f"{path}[{k}]"), out)
+                out = (parts[k](v[k], (path, k)), out)
             return out
         return tup
     if isinstance(ty, ArrayT):
@@ -192,7 +206,7 @@ def cotangent_encoder(ty):
                 return enc(v, path)
             if not isinstance(v, (np.ndarray, list, tuple)):
                 _bad(path, ty, v)
-            return [inner(x, f"{path}[{i}]") for i, x in enumerate(v)]
+            return [inner(x, (path, i)) for i, x in enumerate(v)]
         return arr
     raise AssertionError(ty)
 
@@ -202,13 +216,15 @@ def tangent_encoder(ty):
     (chad/tangents.py): nested pairs for a tuple; None for an int or a bool (a
     tangent with no real in it) and, for a float, the zero tangent."""
     if ty == R:
+        one = encoder(R)
+
         def real(v, path):
-            return 0.0 if v is None else encoder(R)(v, path)
+            return 0.0 if v is None else one(v, path)
         return real
     if ty in (Z, BOOL):
         def discrete(v, path):
             if v is not None:
-                raise UsageError(f"{path}: the tangent of {python_name(ty)} is None (it has no float), "
+                raise UsageError(f"{_text(path)}: the tangent of {python_name(ty)} is None (it has no float), "
                                  f"got {describe(v)}")
             return None
         return discrete
@@ -221,9 +237,9 @@ def tangent_encoder(ty):
                 v = (None,) * n
             if not isinstance(v, (tuple, list)) or len(v) != n:
                 _bad(path, ty, v)
-            out = parts[-1](v[-1], f"{path}[{n - 1}]")
+            out = parts[-1](v[-1], (path, n - 1))
             for k in range(n - 2, -1, -1):
-                out = (parts[k](v[k], f"{path}[{k}]"), out)
+                out = (parts[k](v[k], (path, k)), out)
             return out
         return tup
     if isinstance(ty, ArrayT):
@@ -236,6 +252,6 @@ def tangent_encoder(ty):
         def arr(v, path):
             if not isinstance(v, (np.ndarray, list, tuple)):
                 _bad(path, ty, v)
-            return [inner(x, f"{path}[{i}]") for i, x in enumerate(v)]
+            return [inner(x, (path, i)) for i, x in enumerate(v)]
         return arr
     raise AssertionError(ty)
