@@ -48,6 +48,21 @@ def _bad(path, ty, v):
     raise UsageError(f"{_text(path)}: expected {python_name(ty)}, got {describe(v)}")
 
 
+def _nested_pairs(ty, parts):
+    """A Python tuple of len(parts) elements -> chad's nested pairs (a, (b, c)),
+    each element converted by its part."""
+    n = len(parts)
+
+    def tup(v, path):
+        if not isinstance(v, (tuple, list)) or len(v) != n:
+            _bad(path, ty, v)
+        out = parts[-1](v[-1], (path, n - 1))
+        for k in range(n - 2, -1, -1):
+            out = (parts[k](v[k], (path, k)), out)
+        return out
+    return tup
+
+
 def encoder(ty):
     """value, path -> the chad value (what chad.api's decoders take)."""
     if ty == R:
@@ -77,17 +92,7 @@ def encoder(ty):
             _bad(path, ty, v)
         return boolean
     if isinstance(ty, TupleT):
-        parts = [encoder(e) for e in ty.elems]
-        n = len(parts)
-
-        def tup(v, path):
-            if not isinstance(v, (tuple, list)) or len(v) != n:
-                _bad(path, ty, v)
-            out = parts[-1](v[-1], (path, n - 1))
-            for k in range(n - 2, -1, -1):
-                out = (parts[k](v[k], (path, k)), out)
-            return out
-        return tup
+        return _nested_pairs(ty, [encoder(e) for e in ty.elems])
     if isinstance(ty, ArrayT):
         elem = ty.elem
         if elem in (R, Z):
@@ -180,19 +185,8 @@ def cotangent_encoder(ty):
     if ty in (Z, BOOL):
         return lambda v, path: None
     if isinstance(ty, TupleT):
-        parts = [cotangent_encoder(e) for e in ty.elems]
-        n = len(parts)
-
-        def tup(v, path):
-            if v is None:
-                return None
-            if not isinstance(v, (tuple, list)) or len(v) != n:
-                _bad(path, ty, v)
-            out = parts[-1](v[-1], (path, n - 1))
-            for k in range(n - 2, -1, -1):
-                out = (parts[k](v[k], (path, k)), out)
-            return out
-        return tup
+        nest = _nested_pairs(ty, [cotangent_encoder(e) for e in ty.elems])
+        return lambda v, path: None if v is None else nest(v, path)
     if isinstance(ty, ArrayT):
         if ty.elem in (Z, BOOL):
             return lambda v, path: None
@@ -229,19 +223,9 @@ def tangent_encoder(ty):
             return None
         return discrete
     if isinstance(ty, TupleT):
-        parts = [tangent_encoder(e) for e in ty.elems]
-        n = len(parts)
-
-        def tup(v, path):
-            if v is None:
-                v = (None,) * n
-            if not isinstance(v, (tuple, list)) or len(v) != n:
-                _bad(path, ty, v)
-            out = parts[-1](v[-1], (path, n - 1))
-            for k in range(n - 2, -1, -1):
-                out = (parts[k](v[k], (path, k)), out)
-            return out
-        return tup
+        nest = _nested_pairs(ty, [tangent_encoder(e) for e in ty.elems])
+        zeros = (None,) * len(ty.elems)
+        return lambda v, path: nest(zeros if v is None else v, path)
     if isinstance(ty, ArrayT):
         if ty.elem in (Z, BOOL):
             return tangent_encoder(ty.elem)
