@@ -37,6 +37,7 @@ from .api import BACKENDS, UNSET, cost, load, run, vjp
 from .compile import backend as compiled
 from .costmodel.measure import C_CONST, C_PARAMS, C_PRIMAL
 from .check_cli import add_check_parser, cmd_check
+from .proofs.cli import add_prove_parser, cmd_prove
 from .cotangents import dense_to_json
 from .deep import run_deep
 from .errors import ChadError, UsageError, escape_control
@@ -166,6 +167,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "(exit 1 when it fails)."),
            ctg=True, evm=True, transform=True)
     add_check_parser(sub)
+    add_prove_parser(sub)
     return p
 
 
@@ -395,6 +397,8 @@ def main(argv: list[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
         if args.command == "check":
             return cmd_check(args)
+        if args.command == "prove":
+            return cmd_prove(args)
         with warnings.catch_warnings():
             # an infinity or NaN is reported once, by _finite_check, not by numpy
             warnings.filterwarnings("ignore", category=RuntimeWarning,

@@ -20,6 +20,22 @@ from attrs import field, frozen
 # and the obligations (chad/proofs/obligations.py) take them from here.
 TH1_C = 34
 TH2_C, TH2_C1, TH2_C2 = 34, 5, 4
+# The smallest constant with which `chad prove` proves the inductive step of every
+# rule (RULE_STEP below): the formalisation's rules need TH1_C, the project's
+# primitives DIV, POW and POWI more (their transposed derivatives cost more than
+# the formalisation's lemma-prim allows; docs/proofs.md). tests/test_prove.py
+# checks that every rule holds with it and some rule fails with one less.
+PROOF_C = 59
+# The slack every term leaves (TH1 strengthened to `... <= c * cost(t) - b`,
+# docs/proofs.md, "The loops"): the loop rules' per-element overhead is not in
+# the primal cost (a source map charges nothing per element beyond its body), so
+# their step holds only when every element's derivative leaves b steps of slack
+# (map: b >= 25, its per-element overhead). A leaf needs c >= 7 + b (var), map's
+# non-empty path c >= 59 - b: b = 26 balances them at 33, the constant of the
+# nested maps family (`chad check --family nested_maps`). b = 0 is the
+# formalisation's TH1 (its lemmas are compared at b = 0); tests/test_prove.py
+# checks these numbers.
+PROOF_B = 26
 
 
 @frozen
@@ -113,6 +129,28 @@ TH2_FROM_TH1 = Statement(
                "on generated programs)",
 )
 
+RULE_STEP = Statement(
+    name="rule step",
+    source="Efficient CHAD (Smeding & Vákár), appendix B, lemmas.agda (lemma-var, lemma-let, "
+           "lemma-prim, ...): the inductive step of TH1, one linear inequality per rule",
+    informal="For each CHAD rule, with the sub-terms' costs and potentials abstract and TH1 "
+             "(strengthened by the slack b) assumed for each sub-term, the rule's term "
+             "satisfies TH1's inequality with the same constants c and b; a loop's n "
+             "elements enter through their sums (TH1 summed: c * ΣP_k - n * b). With b = 0 "
+             "it is the formalisation's lemma per rule.",
+    formal="hyps(LACM: pure 1, bind 1 + c1 + ccall + c2, add 1 + cplus, scope 1 + c, "
+           "run 1 + |Γ| + c;\n"
+           "      plusv: cplus - φ(x) - φ(y) + φ(x + y) <= 0; zero: czero <= 2, φ(zero) = 1;\n"
+           "      the sub-terms' types range over the formalisation's cotangent types)\n"
+           "  ∧ ∀k. crun_k + ccall_k + cmonad_k - φ(ctg_k) - φ'(in_k) + φ'(out_k) - |Γ_k| "
+           "<= c * P_k - b\n"
+           "  ==> crun + ccall + cmonad - φ(ctg) - φ'(denvin) + φ'(denvout) - |Γ| <= c * P - b",
+    checked_by="chad/proofs/rules.py (obligations derived from the transform's code by "
+               "chad/proofs/symbolic.py), chad/proofs/prover.py (z3), `chad prove`; "
+               "tests/test_prove.py, tests/test_prove_formalisation.py",
+    constants={"c": PROOF_C, "b": PROOF_B, "th1": TH1_C},
+)
+
 FAMILY_BOUNDED = Statement(
     name="family bounded",
     source="Efficient CHAD (Smeding & Vákár), §3 (Eq. (1) restricted to one family t_n)",
@@ -168,8 +206,8 @@ NAIVE_HO_EXPONENTIAL = Statement(
 )
 
 STATEMENTS: dict[str, Statement] = {s.name: s for s in [
-    CRITERION, CRITERION_GENERAL, TH1, TH2, TH2_FROM_TH1, FAMILY_BOUNDED, OBSERVATIONS_COVERED,
-    ZEROS_CONSTANT, UNION_NOT_EFFICIENT, NAIVE_HO_EXPONENTIAL,
+    CRITERION, CRITERION_GENERAL, TH1, TH2, TH2_FROM_TH1, RULE_STEP, FAMILY_BOUNDED,
+    OBSERVATIONS_COVERED, ZEROS_CONSTANT, UNION_NOT_EFFICIENT, NAIVE_HO_EXPONENTIAL,
 ]}
 
 __all__ = ["Statement", "STATEMENTS"] + [k for k in list(globals()) if k.isupper()]
