@@ -15,6 +15,7 @@ from chad.arrays import nodes as A
 from chad.functions import forward as FF
 from chad.functions import terms as F
 from chad.loops import nodes as L
+from chad.proofs import symbolic as S
 from chad.transform import naive_terms as N
 
 # class -> (term fields, {term field: binder fields}, fields read by name).
@@ -79,6 +80,9 @@ SPEC = {
     N.DZero: ((), {}, ()), N.DCast: (("expr",), {}, ()), N.DDensify: (("expr",), {}, ()),
     N.EVZero: ((), {}, ()), N.EVOneHot: (("val",), {}, ()),
     N.EVPlus: (("left", "right"), {}, ()), N.EVSplit: (("expr",), {}, ()),
+    # the placeholders of the per-rule cost proofs (chad/proofs/symbolic.py)
+    S.AbsZero: ((), {}, ()), S.Sub: ((), {}, ()), S.SubChad: ((), {}, ()),
+    S.AbsDPrim: (("p", "d"), {}, ()),
 }
 # term fields holding a tuple of terms, and those that may be None
 TUPLES = {(T.Call, "args"), (F.DCall, "args"), (FF.FCall, "args"), (A.SequenceScoped, "inits")}
@@ -132,6 +136,8 @@ def random_term(rng: random.Random, depth: int, classes: list[type]):
     values = {}
     for a in attrs.fields(cls):
         if a.name in ("loc", "ty"):
+            if a.default is attrs.NOTHING:  # a placeholder's required type
+                values[a.name] = None
             continue
         if a.name in kids:
             if (cls, a.name) in TUPLES:
