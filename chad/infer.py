@@ -167,35 +167,28 @@ def _paren(cond: bool, s: str) -> str:
     return f"({s})" if cond else s
 
 
-def has_var(t: Type) -> bool:
-    """Does t contain a unification variable (free or bound)?"""
-    if type(t) in _LEAVES:
-        return False
+def _contains(t: Type, cls: type) -> bool:
+    """Does t contain a node of class cls (TVar, Hole)?"""
     stack = [t]
     while stack:
         u = stack.pop()
         match u:
-            case TVar():
-                return True
             case Prod(a, b) | Sum(a, b) | Fun(a, b):
                 stack += [a, b]
             case ArrayT(e):
                 stack.append(e)
+            case _ if isinstance(u, cls):
+                return True
     return False
+
+
+def has_var(t: Type) -> bool:
+    """Does t contain a unification variable (free or bound)?"""
+    return type(t) not in _LEAVES and _contains(t, TVar)
 
 
 def has_hole(t: Type) -> bool:
-    stack = [t]
-    while stack:
-        u = stack.pop()
-        match u:
-            case Hole():
-                return True
-            case Prod(a, b) | Sum(a, b) | Fun(a, b):
-                stack += [a, b]
-            case ArrayT(e):
-                stack.append(e)
-    return False
+    return _contains(t, Hole)
 
 
 @frozen
