@@ -14,19 +14,22 @@ reported separately), the time per call of
               and its vjp_fn(ct)), and the primal `f(*args)`, on Python values
               (flat tuples, 2-D numpy arrays);
     same      its own translation through the text API (`chad.grad(program,
-              name)` on chad's values: pairs, tuples of rows), without the
-              front end's conversions;
+              name)` and `chad.primal(program, name)` on chad's values: pairs,
+              tuples of rows), without the front end's conversions;
     text      the suite's text program through the text API, as
               bench_compiled.py calls it.
 
 Reported: medians over interleaved rounds (each round runs every variant once,
-a batch of calls of about BATCH_S, garbage collector paused), and the ratios
-py / same (the front end's own per-call cost: argument and result conversion)
-and py / text, of the medians and (in parentheses) of the best rounds, which
-are steadier on a loaded machine. Before timing, every variant's value and gradient are checked
-against the text program's (compiled_suite/common.py `compare`). Nothing here
-fails on time. Output: a table on stdout and benchmarks/out/frontend.md
-(frontend-quick.md for a quick run).
+a batch of calls of about BATCH_S of CPU time, garbage collector paused; times
+are the process's CPU time, CLOCK below), and the ratios py / same (the front
+end's own per-call cost: a decorated function's call plan,
+chad/frontend/plans.py, converts its Python arguments straight to the compiled
+code's values and the results back, where the text API checks chad's values)
+and py / text, of the gradient's and the primal's medians and (in parentheses)
+of the best rounds. Before timing, every variant's value and gradient are
+checked against the text program's (compiled_suite/common.py `compare`).
+Nothing here fails on time. Output: a table on stdout and
+benchmarks/out/frontend.md (frontend-quick.md for a quick run).
 """
 
 from __future__ import annotations
@@ -43,26 +46,34 @@ from .compiled_suite import cases as suite_cases
 from .compiled_suite import common
 from .compiled_suite import python_versions
 
-ROUNDS, QUICK_ROUNDS = 15, 3
+ROUNDS, QUICK_ROUNDS = 25, 3
 BATCH_S, QUICK_BATCH_S = 0.02, 0.002
 OUT = Path(__file__).resolve().parent / "out"
+# The per-call times are the process's CPU time: the machines these run on are
+# shared, and wall-clock time counts the other processes' turns too (at a load
+# average of 8 on 2 cores a median of wall-clock batches moved by 3x between
+# two identical variants). The first call's time is wall-clock.
+CLOCK = time.process_time
 
 
 def _batch(fn, k: int) -> float:
     gc.disable()
     try:
-        t0 = time.perf_counter()
+        t0 = CLOCK()
         for _ in range(k):
             fn()
-        return (time.perf_counter() - t0) / k
+        return (CLOCK() - t0) / k
     finally:
         gc.enable()
 
 
 def _size(fn, target: float) -> int:
-    t0 = time.perf_counter()
+    # one call untimed: a variant's first call may build it (a decorated
+    # function's first call builds its call plan), and must not size the batches
     fn()
-    one = max(time.perf_counter() - t0, 1e-7)
+    t0 = CLOCK()
+    fn()
+    one = max(CLOCK() - t0, 1e-7)
     return max(1, min(100_000, int(target / one)))
 
 
@@ -149,7 +160,8 @@ def main(argv: list[str] | None = None) -> int:
     rounds, batch_s = (QUICK_ROUNDS, QUICK_BATCH_S) if quick else (ROUNDS, BATCH_S)
     cases = {c.key: c for c in suite_cases(quick)}
     header = ["program", "first call", "grad py", "grad same", "grad text", "py/same",
-              "py/text", "primal py", "primal text", "py/text (primal)", "same program"]
+              "py/text", "primal py", "primal same", "primal text", "py/same (primal)",
+              "py/text (primal)", "same program"]
     rows = []
     for version in python_versions.versions(quick):
         case = cases[version.key]
@@ -157,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
         problem = check(impls)
         if problem is not None:
             print(f"{case.key}: {problem}; not timed")
-            rows.append([case.key, fmt(first)] + ["-"] * 8 + [problem])
+            rows.append([case.key, fmt(first)] + ["-"] * 10 + [problem])
             continue
         t, best = measure(impls, rounds, batch_s)
         g, p = {n: t[(n, "grad")] for n in impls}, {n: t[(n, "primal")] for n in impls}
@@ -169,11 +181,14 @@ def main(argv: list[str] | None = None) -> int:
         rows.append([case.title, fmt(first), fmt(g["py"]), fmt(g["same"]), fmt(g["text"]),
                      ratio(g["py"], g["same"], gb["py"], gb["same"]),
                      ratio(g["py"], g["text"], gb["py"], gb["text"]), fmt(p["py"]),
-                     fmt(p["text"]), ratio(p["py"], p["text"], pb["py"], pb["text"]),
+                     fmt(p["same"]), fmt(p["text"]),
+                     ratio(p["py"], p["same"], pb["py"], pb["same"]),
+                     ratio(p["py"], p["text"], pb["py"], pb["text"]),
                      "yes" if version.same else "no (written differently)"])
         print(" | ".join(rows[-1]), flush=True)
     lines = ["# The Python front end: per-call cost", "",
-             f"{'quick run, ' if quick else ''}{rounds} rounds; medians of per-call times; "
+             f"{'quick run, ' if quick else ''}{rounds} rounds; medians of per-call times "
+             "(CPU time of the process); "
              "py = the decorated function called the JAX way, same = its translation through "
              "the text API on chad's values, text = the suite's text program; ratios of "
              "medians, in parentheses of best rounds (benchmarks/bench_frontend.py).", "",

@@ -20,6 +20,7 @@ values: floats, tuples for pairs, `Inj` for sums, numpy arrays for Array R.
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Sequence
 
 import numpy as np
@@ -41,6 +42,7 @@ from .compile import convert
 from .cotangents import ctg_from_json, densify
 from .deep import run_deep
 from .errors import ChadError, UsageError
+from .frontend import plans
 from .frontend.annotations import TupleT
 from .frontend.annotations import python_name as _python_name
 from .frontend.function import ChadFunction, from_text, with_python_source
@@ -126,8 +128,7 @@ def grad(program, *args, **kwargs):
 
     backend: "compiled" (the default, except with evm="spec") or "interp"."""
     if isinstance(program, ChadFunction):
-        vg = value_and_grad(program, *args, **kwargs)
-        return lambda *a, **k: vg(*a, **k)[1]
+        return _value_and_grad(program, *args, only_gradient=True, **kwargs)
     return _text_grad(program, *args, **kwargs)
 
 
@@ -250,7 +251,12 @@ def _check_first_order(d: Def) -> None:
 # For a @chad.function (chad/frontend/) or `from_text(program, fn)`: arguments and
 # results are Python values (floats, ints, bools, numpy arrays, tuples), gradients
 # come back in the arguments' shapes (an int's is None). Built on `grad` and `vjp`
-# above: the compiled backend by default, once per function.
+# above: the compiled backend by default, once per function. On the compiled
+# backend, value_and_grad/grad, vjp and jvp call the compiled entries through a
+# call plan (chad/frontend/plans.py: Python values straight to the compiled
+# code's and back), cached per function, over the general path built here
+# (the front end's converters, then the text API), which it falls back to for
+# keyword arguments and for any error, to report it.
 
 
 def resolve(f, fn: str | None = None) -> tuple[Program, str]:
@@ -306,12 +312,45 @@ def value_and_grad(f, argnums=0, *, fn: str | None = None, backend: str | None =
                    evm: str = "array", transform: str = "efficient"):
     """`value_and_grad(f, argnums=0)(*args)` gives (value, gradient) of a function
     with a float result; the gradient as `grad(f, argnums)` gives it."""
+    return _value_and_grad(f, argnums, fn=fn, backend=backend, evm=evm, transform=transform)
+
+
+def _value_and_grad(f, argnums=0, *, fn: str | None = None, backend: str | None = None,
+                    evm: str = "array", transform: str = "efficient",
+                    only_gradient: bool = False):
+    """value_and_grad, or grad (only_gradient): on the compiled backend the call
+    plan (chad/frontend/plans.py), built once per function and arguments of
+    this call, over the general path below."""
     func = _as_function(f, fn)
     func._prepare()
     if func.result_type != R:
         raise UsageError(f"value_and_grad and grad need a float result; {func.def_name} returns "
                          f"{_py(func.result_type)}: use chad.vjp or chad.jacrev")
     nums, single = _argnums(func, argnums)
+    key = ("grad", nums, single, only_gradient, backend, evm, transform)
+    plan = func._api_cache.get(key)
+    if plan is None:
+        general = _general_value_and_grad(func, nums, single, backend, evm, transform)
+        if only_gradient:
+            vg = general
+
+            def general(*args, **kwargs):
+                return vg(*args, **kwargs)[1]
+        plan = general
+        if _backend(backend, evm) == "compiled":
+            d = func.program.find(func.def_name)
+            spec = get_transform(transform)
+            module = compiled.gradient_module(func.program, d, spec.name, evm)
+            plan = plans.gradient_call(module.entry, spec.cells_of, func.param_types, nums,
+                                       single, only_gradient, general)
+        func._api_cache[key] = plan
+    return plan
+
+
+def _general_value_and_grad(func: ChadFunction, nums, single: bool, backend, evm: str,
+                            transform: str):
+    """value_and_grad by the general path: the front end's converters, then the
+    text API's gradient."""
     g = _text_grad(func.program, func.def_name, evm, transform, backend)
     decs = [decoder(func.param_types[i], gradient=True) for i in nums]
 
@@ -369,12 +408,25 @@ def _vjp_of(func: ChadFunction, primals, backend: str | None = None, evm: str = 
             transform: str = "efficient"):
     func._prepare()
     key = ("vjp", backend, evm, transform)
-    cached = func._api_cache.get(key)
-    if cached is None:  # built once per function: vjp(f, ...) is called per point
-        cached = func._api_cache[key] = (
+    plan = func._api_cache.get(key)
+    if plan is None:  # built once per function: vjp(f, ...) is called per point
+        general = functools.partial(_general_vjp, func, (
             _text_vjp(func.program, func.def_name, evm, transform, backend),
             cotangent_encoder(func.result_type),
-            [decoder(t, gradient=True) for t in func.param_types], decoder(func.result_type))
+            [decoder(t, gradient=True) for t in func.param_types], decoder(func.result_type)))
+        plan = general
+        if _backend(backend, evm) == "compiled":
+            d = func.program.find(func.def_name)
+            spec = get_transform(transform)
+            forward, backward = compiled.vjp_modules(func.program, d, spec.name, evm)
+            plan = plans.vjp_call(forward.entry, backward.entry, spec.cells_of,
+                                  func.param_types, func.result_type, general)
+        func._api_cache[key] = plan
+    return plan(*primals)
+
+
+def _general_vjp(func: ChadFunction, cached, *primals):
+    """vjp by the general path: the front end's converters, then the text API's."""
     back_of, ct_of, decs, decode = cached
     value, backprop = _located(back_of)(*func.encode_args(primals))
 
@@ -426,6 +478,22 @@ def jvp(f, primals, tangents, *, fn: str | None = None, backend: str | None = No
     (chad/transform/forward.py, run by chad/forward_api.py)."""
     func = _as_function(f, fn)
     func._prepare()
+    key = ("jvp", backend)
+    plan = func._api_cache.get(key)
+    if plan is None:  # built once per function: jvp(f, ...) is called per point
+        general = functools.partial(_general_jvp, func, backend)
+        plan = general
+        if forward_api._backend(backend) == "compiled":
+            d = func.program.find(func.def_name)
+            forward_api._check_first_order(d)
+            entry = compiled.jvp_module(func.program, d).entry
+            plan = plans.jvp_call(entry, func.param_types, func.result_type, general)
+        func._api_cache[key] = plan
+    return plan(primals, tangents)
+
+
+def _general_jvp(func: ChadFunction, backend: str | None, primals, tangents):
+    """jvp by the general path: the front end's converters, then forward mode's."""
     primals, tangents = tuple(primals), tuple(tangents)
     if len(tangents) != len(primals):
         raise UsageError(f"jvp: {len(primals)} primal(s) but {len(tangents)} tangent(s)")

@@ -104,6 +104,13 @@ def primal(program: str | Program, fn: str | None = None, backend: str | None = 
 
     return at
 
+def compiled_primal(program: str | Program, fn: str | None = None, simplify: bool = True):
+    """The compiled primal's entry function itself: the def's parameters' values
+    (as `primal` decodes them) -> its value, with no conversion or error replay."""
+    prog = load(program)
+    return compiled.primal_module(prog, prog.find(fn), simplify).entry
+
+
 def _decoder(d: Def):
     """args -> the parameters' values (decode_args', with fast paths)."""
     fast = convert.arguments(d.params)

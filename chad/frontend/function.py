@@ -5,7 +5,10 @@
 calls (their defs come first in the program, callees before callers),
 parses the chad text, moves every position to the Python source
 (emit.py) and type checks the program. Calling it runs the compiled primal and
-returns Python values (values.py); the translation and compilation happen once.
+returns Python values; the translation and compilation happen once, and so does
+the generation of the call plan (plans.py) that takes the arguments straight
+to the compiled code's values and its result back (any other value, and any
+error, goes the general way: values.py's converters, then the text API's).
 
 `ChadFunction` is the common interface the JAX-shaped API uses (chad/api.py):
 a checked `program`, the `def_name` to run, the parameters' names and
@@ -18,6 +21,7 @@ from __future__ import annotations
 import ast
 import functools
 import linecache
+import operator
 
 from chad import api_core, features
 from chad.checker import check_program
@@ -28,6 +32,7 @@ from chad.printer import print_program
 from chad.terms import Program
 from chad.types import R
 
+from . import plans
 from .annotations import from_chad, python_name
 from .emit import Frag, Rendered, relocate
 from .errors import UnsupportedError
@@ -93,12 +98,28 @@ class ChadFunction:
             if k not in names or out[names.index(k)] is not _MISSING:
                 raise UsageError(f"{self.def_name}() got an unexpected or repeated argument {k}")
             out[names.index(k)] = v
-        if _MISSING in out:
-            missing = names[out.index(_MISSING)]
+        gaps = [i for i, o in enumerate(out) if o is _MISSING]  # (`in` would compare arrays)
+        if gaps:
+            missing = names[gaps[0]]
             raise UsageError(f"{self.def_name}() is missing the argument {missing}")
         return out
 
-    def __call__(self, *args, **kwargs):
+    # A call is the call plan's (plans.py), found as the instance attribute
+    # `_plan` by C code alone: no Python frame of this class per call.
+    __call__ = property(operator.attrgetter("_plan"))
+
+    def _plan(self, *args, **kwargs):
+        """The first call: build the call plan of the compiled primal, keep it as
+        the instance's `_plan` (which hides this method), and call it."""
+        self._converters()
+        entry = api_core.compiled_primal(self.program, self.def_name)
+        plan = self._plan = plans.primal(entry, self.param_types, self.result_type,
+                                         self.general_call)
+        return plan(*args, **kwargs)
+
+    def general_call(self, *args, **kwargs):
+        """A call by the general path: the front end's converters, then the text
+        API's (and the errors both report)."""
         primal = self.__dict__.get("_primal")
         if primal is None:
             self._converters()

@@ -18,10 +18,11 @@ from __future__ import annotations
 import numpy as np
 
 from chad.errors import UsageError
+from chad.tangents import discrete as no_float
 from chad.types import BOOL, ArrayT, R, Z
 from chad.values import FALSE, TRUE, Inj
 
-from .annotations import TupleT, python_name
+from .annotations import TupleT, chad_type, python_name
 
 
 def describe(v) -> str:
@@ -207,8 +208,10 @@ def cotangent_encoder(ty):
 
 def tangent_encoder(ty):
     """A tangent in the argument's Python shape -> the shape forward mode reads
-    (chad/tangents.py): nested pairs for a tuple; None for an int or a bool (a
-    tangent with no real in it) and, for a float, the zero tangent."""
+    (chad/tangents.py): nested pairs for a tuple, and None for a tail of the
+    nesting with no float in it (the tangent of (x, m, n) with ints m, n is
+    (t, None), not (t, (None, None))); None for an int or a bool (a tangent
+    with no real in it) and, for a float, the zero tangent."""
     if ty == R:
         one = encoder(R)
 
@@ -223,9 +226,22 @@ def tangent_encoder(ty):
             return None
         return discrete
     if isinstance(ty, TupleT):
-        nest = _nested_pairs(ty, [tangent_encoder(e) for e in ty.elems])
-        zeros = (None,) * len(ty.elems)
-        return lambda v, path: nest(zeros if v is None else v, path)
+        parts = [tangent_encoder(e) for e in ty.elems]
+        n = len(parts)
+        # a tail (b, (c, ...)) with no float in it has the tangent None, not a pair
+        no_real = [no_float(chad_type(TupleT(ty.elems[k:]))) for k in range(n - 1)]
+
+        def tup(v, path):
+            if v is None:
+                v = (None,) * n
+            if not isinstance(v, (tuple, list)) or len(v) != n:
+                _bad(path, ty, v)
+            out = parts[-1](v[-1], (path, n - 1))
+            for k in range(n - 2, -1, -1):
+                head = parts[k](v[k], (path, k))
+                out = None if no_real[k] else (head, out)
+            return out
+        return tup
     if isinstance(ty, ArrayT):
         if ty.elem in (Z, BOOL):
             return tangent_encoder(ty.elem)
