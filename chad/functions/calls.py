@@ -62,9 +62,10 @@ def call_rule(chad: Chad, t: Call) -> Term:
     return out
 
 
-def derived_body(d: Def, mode: str) -> Term:
-    """The body of g$D (see the module doc), in the context of d's parameters."""
-    cls = get_transform(mode).chad_class
+def derived_body(d: Def, mode: str, cls: type | None = None) -> Term:
+    """The body of g$D (see the module doc), in the context of d's parameters
+    (`cls`: the transform's class, by default the one of `mode`)."""
+    cls = cls or get_transform(mode).chad_class
     r, dd = "r$0", "d$0"
     fresh = Fresh()
     body = cls(Context.of_params(d.params), fresh)(d.body)

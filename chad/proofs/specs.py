@@ -28,6 +28,9 @@ class RuleSpec:
     instances: Callable[[], list]   # () -> [Instance]
     fragment: bool = False           # in the formalisation's fragment
     note: str = ""
+    # evaluate(inst, rule, chad_class, trail) -> (SymEval, Obligation), for a rule
+    # whose goal is not TH1 of its source term (chad/proofs/function_rules.py)
+    evaluate: Callable | None = None
 
 
 def abs_type(k: int) -> AbsT:

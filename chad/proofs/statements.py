@@ -36,6 +36,16 @@ PROOF_C = 59
 # formalisation's TH1 (its lemmas are compared at b = 0); tests/test_prove.py
 # checks these numbers.
 PROOF_B = 26
+# The invariant for function values (FUN_STEP below, chad/proofs/function_rules.py):
+# calling a closure's derivative and its backpropagator costs at most c times the
+# primal call, less b, plus FUN_K (the closure wrapper's steps beyond its body's
+# derivative: the `let`, the pair, the `run` from zero cells); for a def of n
+# parameters DEF_K0 + DEF_K1 * n. ENV_ENTRY_W is the extra potential of each entry
+# of an environment bag (φ* of a bag; docs/proofs.md, "Functions"). tests/test_prove.py
+# checks that each K is the smallest with which its rule holds.
+FUN_K = 22
+DEF_K0, DEF_K1 = 13, 5
+ENV_ENTRY_W = 2
 
 
 @frozen
@@ -151,6 +161,27 @@ RULE_STEP = Statement(
     constants={"c": PROOF_C, "b": PROOF_B, "th1": TH1_C},
 )
 
+FUN_STEP = Statement(
+    name="function step",
+    source="Efficient CHAD (Smeding & Vákár), §9 and appendix C (closure conversion); an "
+           "invariant of this project (the formalisation has no functions)",
+    informal="For a function value (a closure, or a def), calling its derivative on an "
+             "argument and then the backpropagator it returns on a cotangent costs at most "
+             "c times the primal call, less b, plus a constant K, after the potentials: "
+             "the cotangent's is paid in, the returned cotangents' (the argument's and "
+             "the closure environment's, or the parameters') paid out.",
+    formal="Cfwd + Cbwd - φ(d) + φ(dx) + φ*(denv) - FUN_K <= c * P_call - b   (closures)\n"
+           "Cfwd + Cbwd - φ(d) + Σ_i φ(dy_i) - (DEF_K0 + DEF_K1 * n) <= c * P_body - b   "
+           "(defs of n parameters)\n"
+           "φ*(bag of E entries) = (2 + ENV_ENTRY_W) * E + 1 + Σ φ*(d_i), "
+           "φ*(lpacked v) = 1 + φ*(v), φ* = φ elsewhere",
+    checked_by="chad/proofs/function_rules.py: the rule `lam closure` proves it for a closure "
+               "from TH1 of its body, `def` for a def's derivative from TH1 of its body; `app` "
+               "and `def call` assume it (`chad prove`, tests/test_prove.py)",
+    constants={"closure": FUN_K, "def": DEF_K0, "def per parameter": DEF_K1,
+               "entry": ENV_ENTRY_W},
+)
+
 FAMILY_BOUNDED = Statement(
     name="family bounded",
     source="Efficient CHAD (Smeding & Vákár), §3 (Eq. (1) restricted to one family t_n)",
@@ -206,7 +237,7 @@ NAIVE_HO_EXPONENTIAL = Statement(
 )
 
 STATEMENTS: dict[str, Statement] = {s.name: s for s in [
-    CRITERION, CRITERION_GENERAL, TH1, TH2, TH2_FROM_TH1, RULE_STEP, FAMILY_BOUNDED,
+    CRITERION, CRITERION_GENERAL, TH1, TH2, TH2_FROM_TH1, RULE_STEP, FUN_STEP, FAMILY_BOUNDED,
     OBSERVATIONS_COVERED, ZEROS_CONSTANT, UNION_NOT_EFFICIENT, NAIVE_HO_EXPONENTIAL,
 ]}
 

@@ -286,6 +286,9 @@ class SymEval:
         hypothesis of docs/proofs.md: TH1 for the sub-term with the zero
         cotangent on zero cells implies it, as ccall, m >= 1 and every cell's
         potential is at least 1)."""
+        hook = EXTRA_RULES.get("forward")  # calls of abstract functions
+        if hook is not None:
+            hook(self)
         called = {h.k for h in self.sub_hyps}
         for k, crun in self.crun.items():
             if k not in called:
@@ -304,7 +307,9 @@ class SymEval:
             return 1 + self.phi(v[0]) + self.phi(v[1])
         if isinstance(v, Inj):
             return 1 + self.phi(v.value)
-        return concrete_phi(v)
+        hook = EXTRA_RULES.get("phi")  # closure cotangents (chad/proofs/closure_nodes.py)
+        r = None if hook is None else hook(self, v)
+        return concrete_phi(v) if r is None else r
 
     def opaque_ctg(self, lt, stem="phi"):
         if isinstance(lt, (LR, LUn)):
@@ -477,6 +482,9 @@ class SymEval:
             return self.eval(f.code.body, {**f.env, f.code.name: x})
         if isinstance(f, SubBP):
             return self.call_sub(f, x)
+        hook = EXTRA_RULES.get("apply")  # function values (chad/proofs/closure_nodes.py)
+        if hook is not None:
+            return hook(self, f, x)
         raise SymbolicError(f"applying {f!r}")
 
     # -- LACM (chad/costmodel/lacm.py)
@@ -517,7 +525,7 @@ class SymEval:
             z, cz = plusv(x, y)
             cost = self.sym("cplus", cz, lo=1)
             new = z
-            phi_new = concrete_phi(z)
+            phi_new = self.phi(z)
             bound = EXT_PLUS_SLACK * ext_leaves(x, y)
         else:
             cost = self.sym("cplus", lo=1)
@@ -543,12 +551,18 @@ class SymEval:
         if self.concrete is not None:
             (v, bp), crun = self.concrete.chad(k, env)
             self.primal.setdefault(k, v)
+            d1 = EXTRA_RULES.get("d1 value")  # a value holding a closure's D1 value
+            if d1 is not None and d1(v):
+                return (v, SubBP(k, bp)), self._crun(k, crun)
         else:
             bp, crun = None, None
             self.primal.setdefault(k, Opaque(f"e{k}"))
+        return (self.primal[k], SubBP(k, bp)), self._crun(k, crun)
+
+    def _crun(self, k, crun):
         c = self.sym(f"crun{k}", crun)
         self.crun[k] = c
-        return (self.primal[k], SubBP(k, bp)), c
+        return c
 
     def call_sub(self, f: SubBP, ctg):
         k = f.k
@@ -609,7 +623,9 @@ def _has_opaque(v) -> bool:
     return False
 
 
-# Symbolic rules of extension nodes: node class -> rule(symeval, node, env).
+# Symbolic rules of extension nodes: node class -> rule(symeval, node, env); and
+# hooks by name: "length" (chad/proofs/array_rules.py), "apply", "phi", "forward"
+# and "d1 value" (function values and closure cotangents, chad/proofs/closure_nodes.py).
 EXTRA_RULES: dict[type, Any] = {}
 
 
