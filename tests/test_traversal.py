@@ -15,6 +15,7 @@ from chad.arrays import nodes as A
 from chad.functions import forward as FF
 from chad.functions import terms as F
 from chad.loops import nodes as L
+from chad.proofs import gather_rules as G
 from chad.proofs import symbolic as S
 from chad.transform import naive_terms as N
 
@@ -82,10 +83,11 @@ SPEC = {
     N.EVPlus: (("left", "right"), {}, ()), N.EVSplit: (("expr",), {}, ()),
     # the placeholders of the per-rule cost proofs (chad/proofs/symbolic.py)
     S.AbsZero: ((), {}, ()), S.Sub: ((), {}, ()), S.SubChad: ((), {}, ()),
-    S.AbsDPrim: (("p", "d"), {}, ()),
+    S.AbsDPrim: (("p", "d"), {}, ()), G.SubRead: (("reads",), {}, ()),
 }
 # term fields holding a tuple of terms, and those that may be None
-TUPLES = {(T.Call, "args"), (F.DCall, "args"), (FF.FCall, "args"), (A.SequenceScoped, "inits")}
+TUPLES = {(T.Call, "args"), (F.DCall, "args"), (FF.FCall, "args"), (A.SequenceScoped, "inits"),
+          (G.SubRead, "reads")}
 OPTIONAL = {(A.BArrayT, "idx")}
 NAMES = ("x", "y", "z")
 

@@ -1,8 +1,8 @@
 """Symbolic cost rules of the array-building forms (build, map, array literals)
 and of the nodes of their derivatives (Unzip, UnzipMap, Zeros, Collect, Scatter,
-ScatterBag, SequenceScoped, BArrayT), and the build, map and array literal rules
-as proof obligations (a literal of m elements has m sub-terms of its own: one
-obligation for each m up to 5).
+ScatterBag, SequenceScoped, BArrayT), and the build and map rules as proof
+obligations (a literal of m elements has m sub-terms of its own: its obligation
+for every m is chad/proofs/literal_rules.py's).
 
 A loop evaluates a sub-derivative once per element, n times for a symbolic
 length n >= 0. The per-element quantities enter the rule's inequality only
@@ -182,13 +182,16 @@ def _source_loop(se, t, env, idx_of, n, c0, k):
     return loop_array(se, k, n), c0 + SP
 
 
-def _build(se, t: Build, env):
+def _build(se, t: Build, env, elem_env=None):
+    """(elem_env: element i's environment, when the body's derivative sees more
+    than i; chad/proofs/gather_rules.py)"""
     s, cs = se.eval(t.size, env)
     n = count_of(se, s)
     if isinstance(t.body, Sub):
         return _source_loop(se, t, env, lambda i: i, n, 1 + cs, t.body.k)
     k = _body_k(t.body, SubChad)
-    envs = [] if se.concrete is None else [{**env, t.name: i} for i in range(n)]
+    elem_env = elem_env or (lambda i: {**env, t.name: i})
+    envs = [] if se.concrete is None else [elem_env(i) for i in range(n)]
     pairs, S = _elements(se, "crun", k, envs)
     se.hyps.append(S >= n)
     se.crun[k] = S
@@ -439,12 +442,7 @@ def loop_rules():
 
     el, res = AbsT(1), AbsT(2)
 
-    def lits():
-        return [Instance(ArrayLit(tuple(Sub(k, el) for k in range(1, m + 1)), ty=ArrayT(el)),
-                         GAMMA, f"{m} element{'s' if m != 1 else ''}") for m in range(6)]
-
     return [
-        RuleSpec("array literal", lits),
         RuleSpec("build", one(Build(Sub(1, Z), "i", Sub(2, res), ty=ArrayT(res)),
                               "no gather read")),
         RuleSpec("map", one(MapA("x", Sub(2, res), Sub(1, ArrayT(el)), ty=ArrayT(res)))),

@@ -31,6 +31,10 @@ class RuleSpec:
     # evaluate(inst, rule, chad_class, trail) -> (SymEval, Obligation), for a rule
     # whose goal is not TH1 of its source term (chad/proofs/function_rules.py)
     evaluate: Callable | None = None
+    # (evaluate) -> [Obligation], evaluate(Instance) -> its Obligation (one path):
+    # obligations derived otherwise than one per instance path
+    # (chad/proofs/literal_rules.py: generalised over a length)
+    derive: Callable | None = None
 
 
 def abs_type(k: int) -> AbsT:

@@ -529,8 +529,11 @@ class SymEval:
             bound = EXT_PLUS_SLACK * ext_leaves(x, y)
         else:
             cost = self.sym("cplus", lo=1)
-            new = self.opaque_ctg(getattr(y, "lt", None) or getattr(x, "lt", None) or AbsLT(-1))
+            lt = getattr(y, "lt", None) or getattr(x, "lt", None) or AbsLT(-1)
+            new = self.opaque_ctg(lt)
             phi_new = self.phi(new)
+            if not isinstance(lt, (AbsLT, LR, LUn, LPairT, LSumT)):
+                bound = EXT_PLUS_SLACK  # an extension cotangent (a bag): "A finding"
         self.hyps.append(cost - self.phi(x) - self.phi(y) + phi_new <= bound)
         return new, cost
 
