@@ -8,7 +8,7 @@ A **term node** declares, in one place:
   - its evaluation and cost rule, its CHAD rule(s) (per transform name), its
     forward-mode rule, its `chad show` notation and its lowering by the
     compiler: one `register_node(cls, eval=..., chad=..., forward=..., show=...,
-    compiled=...)`.
+    compiled=..., batch=..., vectorise=...)`.
 A **type former** (a source type class) declares its cotangent type D2, its zero
 term (`zerot`), its JSON codecs for cotangents, and the linear types and
 cotangent values it introduces with their zero, plus, potential φ and size:
@@ -47,7 +47,9 @@ def register_node(cls: type, *, eval: Callable | None = None,
                   show: Callable | None = None,
                   compiled: Callable | str | None = None,
                   inline: Callable | None = None,
-                  forward: Callable | None = None) -> type:
+                  forward: Callable | None = None,
+                  batch: Callable | None = None,
+                  vectorise: Callable | None = None) -> type:
     """Register what the core needs to know about the node class `cls`.
 
     eval   rule(evaluator, node, env) -> (value, steps): its value and cost
@@ -67,6 +69,12 @@ def register_node(cls: type, *, eval: Callable | None = None,
            body), so that the simplifier sees through it (chad/compile/inline.py)
     forward   rule(fwd, node) -> target term: its forward-mode CHAD rule
            (chad/transform/forward.py), whose value is the pair (primal, tangent)
+    batch  rule(batcher, node) -> a batched value: the node vectorised with
+           numpy inside the body of a build or map (chad/compile/vectorise.py);
+           raise vectorise.NotBatchable where it cannot be
+    vectorise  lower(gen, node) -> a Python expression or None: an array node
+           (build, map) compiled as numpy code when its body is batchable; on
+           None the compiler uses `compiled`
     """
     if not hasattr(cls, "__shape__"):
         raise TypeError(f"{cls.__name__}: declare its shape with @node before registering it")
@@ -84,6 +92,10 @@ def register_node(cls: type, *, eval: Callable | None = None,
         tables.put(tables.INLINE, cls, inline, "an inline rule")
     if forward is not None:
         tables.put(tables.FORWARD, cls, forward, "a forward rule")
+    if batch is not None:
+        tables.put(tables.BATCH, cls, batch, "a batching rule")
+    if vectorise is not None:
+        tables.put(tables.VECTORISE, cls, vectorise, "a vectorised lowering")
     return cls
 
 

@@ -15,7 +15,8 @@ Each entry holds everything about one primitive:
     is not constant (none of the scalar primitives do),
   - its lowering by the compiler: `inline`, a Python expression template with
     the same result as `evaluate` (`_math` is the math module there), or None
-    for a call of `evaluate`.
+    for a call of `evaluate`; and `batched`, the numpy template applied to
+    whole arrays when a build or map is vectorised (`_np` is numpy there).
 The surface spelling lives in the parser/printer; the checker resolves overloaded
 surface operators (`+` on R is ADD, on Z is IADD) with `int_variant`, and `**`
 with a Z exponent (POW to POWI) with `int_right_variant`.
@@ -80,6 +81,12 @@ class Primitive:
     # argument has a pair tangent). The tangent of a discrete result (Z, Bool,
     # (), sign) is (); None: a target-only operation with no forward rule.
     tangent: Callable[[Term, Term], Term] | None = None
+    # its batched lowering (chad/compile/vectorise.py): a numpy expression
+    # template over the same components, applied elementwise to arrays (and
+    # scalars, broadcast) under numpy's errstate "ignore", with `evaluate`'s
+    # result on every element (IEEE: inf and NaN as `evaluate`); None: a body
+    # using it is not vectorised
+    batched: str | None = None
 
 
 PRIMITIVES: dict[str, Primitive] = {}
@@ -299,14 +306,17 @@ SIGN_T = Sum(BOOL, UNIT)  # (() + ()) + ()
 register(Primitive("ADD", RR, R, lambda a: a[0] + a[1],
                    lambda p, d: LPair(d, d), int_variant="IADD", doc="x + y on R",
                    inline="({0} + {1})",
-                   tangent=lambda p, dp: tadd(Fst(dp), Snd(dp))))
+                   tangent=lambda p, dp: tadd(Fst(dp), Snd(dp)),
+                   batched="({0} + {1})"))
 register(Primitive("MUL", RR, R, lambda a: a[0] * a[1],
                    lambda p, d: LPair(scale(d, Snd(p)), scale(d, Fst(p))),
                    int_variant="IMUL", doc="x * y on R", inline="({0} * {1})",
-                   tangent=lambda p, dp: tadd(scale(Fst(dp), Snd(p)), scale(Snd(dp), Fst(p)))))
+                   tangent=lambda p, dp: tadd(scale(Fst(dp), Snd(p)), scale(Snd(dp), Fst(p))),
+                   batched="({0} * {1})"))
 register(Primitive("NEG", R, R, lambda a: -a,
                    lambda p, d: Prim("LNEG", d), int_variant="INEG", doc="-x on R",
-                   inline="(-{0})", tangent=lambda p, dp: Prim("LNEG", dp)))
+                   inline="(-{0})", tangent=lambda p, dp: Prim("LNEG", dp),
+                   batched="(-{0})"))
 register(Primitive("LIT", UNIT, R, None, lambda p, d: LUnit(), doc="a real literal",
                    tangent=zero_tangent))
 register(Primitive("IADD", ZZ, Z, lambda a: a[0] + a[1],
@@ -332,26 +342,34 @@ register(Primitive("DIV", RR, R, _div,
                    tangent=lambda p, dp: tadd(
                        scale(Fst(dp), prim("DIV", lit(1.0), Snd(p))),
                        scale(Snd(dp), prim("NEG", prim("DIV", Fst(p), prim(
-                           "MUL", Snd(p), Snd(p))))))))
+                           "MUL", Snd(p), Snd(p)))))),
+                   batched="({0} / {1})"))
 register(Primitive("EXP", R, R, _exp, lambda p, d: scale(d, prim("EXP", p)),
-                   tangent=_unary(lambda p: prim("EXP", p))))
+                   tangent=_unary(lambda p: prim("EXP", p)),
+                   batched="_np.exp({0})"))
 register(Primitive("LOG", R, R, _log, lambda p, d: scale(d, prim("DIV", lit(1.0), p)),
-                   tangent=_unary(lambda p: prim("DIV", lit(1.0), p))))
+                   tangent=_unary(lambda p: prim("DIV", lit(1.0), p)),
+                   batched="_np.log({0})"))
 register(Primitive("SIN", R, R, _sin, lambda p, d: scale(d, prim("COS", p)),
-                   inline="_sin({0})", tangent=_unary(lambda p: prim("COS", p))))
+                   inline="_sin({0})", tangent=_unary(lambda p: prim("COS", p)),
+                   batched="_np.sin({0})"))
 register(Primitive("COS", R, R, _cos, lambda p, d: scale(d, prim("NEG", prim("SIN", p))),
                    inline="_cos({0})",
-                   tangent=_unary(lambda p: prim("NEG", prim("SIN", p)))))
+                   tangent=_unary(lambda p: prim("NEG", prim("SIN", p))),
+                   batched="_np.cos({0})"))
 register(Primitive("TANH", R, R, math.tanh,
                    lambda p, d: scale(d, prim("ADD", lit(1.0), prim("NEG", prim(
                        "MUL", prim("TANH", p), prim("TANH", p))))),
                    tangent=_unary(lambda p: prim("ADD", lit(1.0), prim("NEG", prim(
-                       "MUL", prim("TANH", p), prim("TANH", p)))))))
+                       "MUL", prim("TANH", p), prim("TANH", p))))),
+                   batched="_np.tanh({0})"))
 register(Primitive("SQRT", R, R, _sqrt,
                    lambda p, d: scale(d, prim("DIV", lit(0.5), prim("SQRT", p))),
-                   tangent=_unary(lambda p: prim("DIV", lit(0.5), prim("SQRT", p)))))
+                   tangent=_unary(lambda p: prim("DIV", lit(0.5), prim("SQRT", p))),
+                   batched="_np.sqrt({0})"))
 register(Primitive("TOREAL", Z, R, _toreal, lambda p, d: LUnit(), doc="Z to R",
-                   tangent=zero_tangent))
+                   tangent=zero_tangent,
+                   batched="_np.asarray({0}, dtype=_np.float64)"))
 register(Primitive("FLOOR", R, Z, _floor, lambda p, d: lzero_real(),
                    doc="the largest integer <= x (R to Z); its derivative is zero",
                    tangent=no_tangent))
@@ -364,7 +382,8 @@ register(Primitive("ABS", R, R, abs,
                    inline="_abs({0})",
                    tangent=lambda p, dp: branch(prim("GT", p, lit(0.0)), dp,
                                                 branch(prim("LT", p, lit(0.0)), Prim("LNEG", dp),
-                                                       lzero_real()))))
+                                                       lzero_real())),
+                   batched="_np.abs({0})"))
 register(Primitive("IABS", Z, Z, abs, lambda p, d: LUnit(), doc="|n| on Z",
                    inline="_abs({0})", tangent=no_tangent))
 register(Primitive("ATAN", R, R, math.atan,
@@ -372,11 +391,13 @@ register(Primitive("ATAN", R, R, math.atan,
                        "ADD", lit(1.0), prim("MUL", p, p)))),
                    doc="arctangent", inline="_math.atan({0})",
                    tangent=_unary(lambda p: prim("DIV", lit(1.0), prim(
-                       "ADD", lit(1.0), prim("MUL", p, p))))))
+                       "ADD", lit(1.0), prim("MUL", p, p)))),
+                   batched="_np.arctan({0})"))
 register(Primitive("LOG1P", R, R, _log1p,
                    lambda p, d: scale(d, prim("DIV", lit(1.0), prim("ADD", lit(1.0), p))),
                    doc="log (1 + x), exact near 0; -inf at -1",
-                   tangent=_unary(lambda p: prim("DIV", lit(1.0), prim("ADD", lit(1.0), p)))))
+                   tangent=_unary(lambda p: prim("DIV", lit(1.0), prim("ADD", lit(1.0), p))),
+                   batched="_np.log1p({0})"))
 register(Primitive("POW", RR, R, _pow,
                    lambda p, d: LPair(
                        branch(prim("EQ", Snd(p), lit(0.0)), lzero_real(),
@@ -393,7 +414,8 @@ register(Primitive("POW", RR, R, _pow,
                                   "POW", Fst(p), prim("ADD", Snd(p), lit(-1.0)))))),
                        branch(prim("GT", Fst(p), lit(0.0)),
                               scale(Snd(dp), prim("MUL", prim("LOG", Fst(p)), prim("POW", p))),
-                              lzero_real()))))
+                              lzero_real())),
+                   batched="_np.power({0}, {1})"))
 register(Primitive("POWI", Prod(R, Z), R, _powi,
                    lambda p, d: LPair(
                        branch(prim("IEQ", Snd(p), ilit(0)), lzero_real(),
@@ -410,13 +432,15 @@ register(Primitive("MAX", RR, R, lambda a: a[1] if a[1] > a[0] else a[0],
                                        LPair(lzero_real(), d), LPair(d, lzero_real())),
                    doc="max(a, b): a unless b > a; the gradient goes to the one returned",
                    inline="({1} if {1} > {0} else {0})",
-                   tangent=lambda p, dp: branch(prim("GT", Snd(p), Fst(p)), Snd(dp), Fst(dp))))
+                   tangent=lambda p, dp: branch(prim("GT", Snd(p), Fst(p)), Snd(dp), Fst(dp)),
+                   batched="_np.where({1} > {0}, {1}, {0})"))
 register(Primitive("MIN", RR, R, lambda a: a[1] if a[1] < a[0] else a[0],
                    lambda p, d: branch(prim("LT", Snd(p), Fst(p)),
                                        LPair(lzero_real(), d), LPair(d, lzero_real())),
                    doc="min(a, b): a unless b < a; the gradient goes to the one returned",
                    inline="({1} if {1} < {0} else {0})",
-                   tangent=lambda p, dp: branch(prim("LT", Snd(p), Fst(p)), Snd(dp), Fst(dp))))
+                   tangent=lambda p, dp: branch(prim("LT", Snd(p), Fst(p)), Snd(dp), Fst(dp)),
+                   batched="_np.where({1} < {0}, {1}, {0})"))
 register(Primitive("IDIV", ZZ, Z, _idiv, lambda p, d: LPair(LUnit(), LUnit()),
                    doc="div(i, j): floor division on Z (Python's //)",
                    inline="({0} // {1})", tangent=no_tangent))
@@ -449,12 +473,15 @@ for _name, _fn in [("LT", lambda a: a[0] < a[1]), ("LE", lambda a: a[0] <= a[1])
 register(Primitive("LZERO", UNIT, R, lambda a: 0.0, None, doc="the zero of Lin R",
                    inline="0.0", tangent=zero_tangent))
 register(Primitive("LADD", RR, R, lambda a: a[0] + a[1], None, doc="addition on Lin R",
-                   inline="({0} + {1})", tangent=lambda p, dp: tadd(Fst(dp), Snd(dp))))
+                   inline="({0} + {1})", tangent=lambda p, dp: tadd(Fst(dp), Snd(dp)),
+                   batched="({0} + {1})"))
 register(Primitive("LSCALE", RR, R, lambda a: a[0] * a[1], None,
                    doc="a linear real times a primal real", inline="({0} * {1})",
-                   tangent=lambda p, dp: tadd(scale(Fst(dp), Snd(p)), scale(Fst(p), Snd(dp)))))
+                   tangent=lambda p, dp: tadd(scale(Fst(dp), Snd(p)), scale(Fst(p), Snd(dp))),
+                   batched="({0} * {1})"))
 register(Primitive("LNEG", R, R, lambda a: -a, None, doc="negation on Lin R",
-                   inline="(-{0})", tangent=lambda p, dp: Prim("LNEG", dp)))
+                   inline="(-{0})", tangent=lambda p, dp: Prim("LNEG", dp),
+                   batched="(-{0})"))
 
 
 def evaluate_prim(node: Prim, arg):

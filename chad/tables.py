@@ -39,6 +39,16 @@ COTANGENTS: dict[type, Any] = {}
 # evaluation rule runs on compiled sub-terms) or lower(gen, node) -> expression
 COMPILE: dict[type, Any] = {}
 
+# term node class -> batch(batcher, node) -> a batched value: how the node is
+# vectorised inside a build or map body (chad/compile/vectorise.py); a node
+# class with an entry here is tried as a vectorised array operation first
+BATCH: dict[type, Callable] = {}
+
+# term node class -> vectorise(gen, node) -> a Python expression, or None: an
+# array node (build, map) the compiler tries as numpy code first (chad/compile/
+# vectorise.py); None means the node's `COMPILE` entry is used
+VECTORISE: dict[type, Callable] = {}
+
 # term node class -> expand(node, defs) -> an equivalent term, or None: what the
 # compiler may put in the node's place before simplifying (e.g. a call inlined)
 INLINE: dict[type, Any] = {}

@@ -9,6 +9,7 @@ chad/extend.py; the composition root (chad/features.py) calls it.
     forward.py      forward-mode CHAD of the same forms
     cotangents.py   JSON in, dense out
     show.py         `chad show` notation
+    lower.py        vectorisation: batching rules, numpy lowerings (compiler)
 See docs/arrays.md.
 """
 
@@ -21,7 +22,9 @@ from chad.terms import ArrayLit, Build, Fold, Index, Length, MapA
 from chad.transform.common import D2
 from chad.types import ArrayT
 
-from . import cotangents, show
+from chad.compile import vectorise
+
+from . import cotangents, lower, show
 from . import evaluate as E
 from . import forward as FW
 from . import transform as X
@@ -36,18 +39,21 @@ def register() -> None:
     """Declare the array nodes, the type former `Array` and the primitive SUM."""
     # source forms (their classes are the language's, chad/terms.py)
     register_node(Build, compiled="eval", eval=E.eval_build, chad=X.chad_build,
-                  forward=FW.forward_build, show=show.show_build)
+                  forward=FW.forward_build, show=show.show_build,
+                  batch=lower.batch_build, vectorise=lower.vectorise_build)
     register_node(Index, compiled="eval", eval=E.eval_index, chad=X.chad_index,
-                  forward=FW.forward_index, show=show.show_index)
-    register_node(Length, compiled="eval", eval=E.eval_length, chad=X.chad_length,
+                  forward=FW.forward_index, show=show.show_index, batch=lower.batch_index)
+    register_node(Length, compiled=lower.lower_length, eval=E.eval_length, chad=X.chad_length,
                   forward=FW.forward_length, show=show.show_length)
     register_node(ArrayLit, compiled="eval", eval=E.eval_array_lit, chad=X.chad_array_lit,
                   forward=FW.forward_array_lit,
                   show=show.show_array_lit)
     register_node(Fold, compiled="eval", eval=E.eval_fold, chad=X.chad_fold,
-                  forward=FW.forward_fold, show=show.show_fold)
+                  forward=FW.forward_fold, show=show.show_fold, vectorise=lower.vectorise_fold)
     register_node(MapA, compiled="eval", eval=E.eval_map, chad=X.chad_map,
-                  forward=FW.forward_map, show=show.show_map)
+                  forward=FW.forward_map, show=show.show_map,
+                  batch=lower.batch_map, vectorise=lower.vectorise_map)
+    vectorise.LOOP_NODES.update((Build, MapA))
     # target-only forms (chad/arrays/nodes.py)
     register_node(BEmptyT, compiled="eval", eval=E.eval_bempty, show=show.show_bempty)
     register_node(BOneT, compiled="eval", eval=E.eval_bone, show=show.show_bone)
@@ -57,14 +63,18 @@ def register() -> None:
     register_node(Zeros, compiled="eval", eval=E.eval_zeros, show=show.show_zeros)
     register_node(Scatter, compiled="eval", eval=E.eval_scatter, show=show.show_scatter)
     register_node(Unzip, compiled="eval", eval=E.eval_unzip, show=show.show_unzip,
-                  forward=FW.forward_unzip)
-    register_node(UnzipMap, compiled="eval", eval=E.eval_unzip_map, show=show.show_unzip_map)
+                  forward=FW.forward_unzip, vectorise=lower.vectorise_unzip)
+    register_node(UnzipMap, compiled="eval", eval=E.eval_unzip_map, show=show.show_unzip_map,
+                  vectorise=lower.vectorise_unzip_map)
     register_node(ScatterBag, compiled="eval", eval=E.eval_scatter_bag, show=show.show_scatter_bag)
     register_node(Gather, compiled="eval", eval=E.eval_gather, show=show.show_gather)
-    register_node(SequenceScoped, compiled="eval", eval=E.eval_sequence_scoped, show=show.show_seq)
-    register_node(FoldTree, compiled="eval", eval=E.eval_fold_tree, show=show.show_fold_tree)
+    register_node(SequenceScoped, compiled="eval", eval=E.eval_sequence_scoped, show=show.show_seq,
+                  vectorise=lower.vectorise_sequence_scoped)
+    register_node(FoldTree, compiled="eval", eval=E.eval_fold_tree, show=show.show_fold_tree,
+                  vectorise=lower.vectorise_fold_tree)
     register_node(GetA, compiled="eval", eval=E.eval_get_a, show=show.show_get_a)
-    register_node(UnTree, compiled="eval", eval=E.eval_untree, show=show.show_untree)
+    register_node(UnTree, compiled="eval", eval=E.eval_untree, show=show.show_untree,
+                  vectorise=lower.vectorise_untree)
     # the type former: D[Array τ]₂ = Bag (Z × D[τ]₂), zero BEmpty
     register_type(
         TypeFormer(ArrayT, D2=lambda t: BagT(D2(t.elem)), zerot=lambda t: BEmptyT(),

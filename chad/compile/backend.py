@@ -122,7 +122,7 @@ def _generate(prog: Program, params: list[str], term, runtime: str, simplify: bo
     """Generate and compile the module of `term` (already simplified when
     `simplify`; the bodies of the defs it calls are simplified here); with
     `fast_math`, its entry runs with_fast_math."""
-    gen = Gen(inline=(runtime == "array"), prepare=_prepare(simplify))
+    gen = Gen(inline=(runtime == "array"), prepare=_prepare(simplify), vectorise=_vectorise[0])
     gen.defs = {d.name: d for d in prog.defs}
     gen.ns["_E"] = evm if evm is not None else evm_for(runtime)
     try:
@@ -202,9 +202,31 @@ def clear_cache() -> None:
 def _key(prog: Program, d: Def, *rest):
     # a program given as text is parsed anew by each API call: its source and
     # file identify it; a Program built in Python is identified by the object
+    rest = rest + (_vectorise[0],)
     if prog.source is not None:
         return (prog.source, prog.file, d.name) + rest
     return (id(prog), d.name) + rest
+
+
+_vectorise = [True]
+
+
+class vectorising:
+    """`with vectorising(False):` compiles array nodes as per-element loops only
+    (their evaluation rules), as before vectorisation (chad/compile/
+    vectorise.py): for tests and benchmarks comparing the two. Modules compiled
+    either way are cached apart."""
+
+    def __init__(self, on: bool) -> None:
+        self.on = on
+
+    def __enter__(self):
+        self.old = _vectorise[0]
+        _vectorise[0] = self.on
+        return self
+
+    def __exit__(self, *exc) -> None:
+        _vectorise[0] = self.old
 
 
 def _defs(prog: Program) -> dict | None:

@@ -24,6 +24,8 @@ own EVM methods and `run` runs them.
 Nodes of extensions say how they are compiled (`register_node(compiled=...)`):
 "eval" runs the node's evaluation rule on the compiled sub-terms (chad/compile/
 support.py `run_rule`), or a function lowering the node with this generator.
+An array node with a vectorised lowering (`register_node(vectorise=...)`,
+chad/compile/vectorise.py) is tried first, as numpy code.
 
 The generator recurses over the term (a let chain in body position is a loop);
 the compiler runs it on a big-stack thread. The code it generates does not
@@ -47,7 +49,7 @@ from chad.terms import (
 )
 from chad.values import FALSE, TRUE, Inj, cells_to_env_tuple, env_tuple_to_cells
 
-from . import support
+from . import support, vector_support
 from .registers import reuse_locals
 
 _ATOM = re.compile(r"^(?:[A-Za-z_][A-Za-z0-9_]*|-?[0-9][0-9.e+-]*)$")
@@ -170,15 +172,16 @@ class Gen:
     `functions` gives the Python function of a def (key, term, parameter names)
     for Call and DCall; `inline` selects the EVM mode (see the module doc)."""
 
-    def __init__(self, inline: bool, prepare=None) -> None:
+    def __init__(self, inline: bool, prepare=None, vectorise: bool = True) -> None:
         self.inline = inline
+        self.vectorise = vectorise  # array nodes as numpy code where batchable
         self.prepare = prepare or (lambda t: t)
         self.ns: dict = {
             "_math": math, "_sin": _sin, "_cos": _cos, "_abs": abs, "_TRUE": TRUE,
             "_FALSE": FALSE, "_Inj": Inj, "_padd": support.padd, "_zerov": zerov,
             "_e2c": env_tuple_to_cells, "_c2e": cells_to_env_tuple,
             "_run_rule": support.run_rule, "_partial": functools.partial,
-            "_kwrap": support.kwrap,
+            "_kwrap": support.kwrap, **vector_support.HELPERS,
         }
         self._consts: dict[int, str] = {}
         self._count = 0
@@ -644,6 +647,16 @@ class Gen:
 
     # ------------------------------------------------------------ extensions
     def _extension(self, t) -> str:
+        vec = tables.VECTORISE.get(type(t)) if self.vectorise else None
+        if vec is not None:
+            out = vec(self, t)  # numpy code (chad/compile/vectorise.py), or None
+            if out is not None:
+                return out
+        return self.eval_rule(t)
+
+    def eval_rule(self, t, known: dict | None = None) -> str:
+        """The node t by its compile rule; with the "eval" rule, `known` maps
+        the id of a sub-term already computed to its atom."""
         how = tables.COMPILE.get(type(t))
         if how is None:
             raise CompileError(f"no compile rule for {type(t).__name__}", t.loc)
@@ -656,6 +669,8 @@ class Gen:
         for child, bound in binders_of(t):
             if bound:
                 kids.append(self.local_def(list(bound), child))
+            elif known is not None and id(child) in known:
+                kids.append(known[id(child)])
             else:
                 kids.append(self.atom(self.value(child)))
         ids = self.const(tuple(id(c) for c in children(t)), "I")

@@ -1,0 +1,332 @@
+"""The array nodes vectorised: their batching rules and numpy lowerings for the
+compiler's vectorisation (chad/compile/vectorise.py, docs/compiler.md,
+"Vectorisation"), registered beside their other rules (chad/arrays/__init__.py).
+
+    build n (i. body)   top level: n computed first (as the evaluator does), the
+                        body batched over a new axis of n elements; nested (n
+                        unbatched): the next axis of the region
+    map (x. body) a     the same over a's elements (a unbatched, Array R / Z)
+    a ! i               i a loop variable, a unbatched: a[:n] on i's axis;
+                        i a batched integer: a gather; (m ! i) ! j: a 2-D block
+    unzipMap            map's forward pass: the ys and one batched backpropagator
+    sequenceScoped      map's reverse pass: that backpropagator on all cotangents
+    fold of max / min   np.max / np.min where the fold's order cannot matter;
+                        in a derivative (foldTree, unTree) np.argmax / argmin
+"""
+
+from __future__ import annotations
+
+from chad.compile.vectorise import (
+    BVal, Batcher, NotBatchable, _comment, _real_literal, back_function, elem_kind, nesting,
+    vectorise_loop,
+)
+from chad.linear import LR
+from chad.terms import Build, Fold, Fst, Index, Lam, Let, MapA, Pair, Prim, Snd, Var
+from chad.types import ArrayT, Real
+
+from .nodes import FoldTree, SequenceScoped, UnTree, Unzip, UnzipMap
+
+
+def _result_elem(t, body) -> str:
+    """"R" or "Z": the element kind of the array t builds from its body."""
+    if isinstance(body, BVal):
+        return body.elem
+    if isinstance(t.ty, ArrayT):
+        kind = elem_kind(t.ty.elem)
+        if kind is not None:
+            return kind
+    raise NotBatchable("the elements are not numbers")
+
+
+def _loop(b: Batcher, t, size: str, name: str, var) -> BVal:
+    """The body of t batched over a new loop of `size` elements, `name` bound to
+    var(axis); the "arr" value of the array it builds."""
+    axis = b.open_loop(size)
+    try:
+        saved = b.bind(name, var(axis))
+        try:
+            body = b.value(t.body)
+        finally:
+            b.unbind(saved)
+        if isinstance(body, BVal):
+            if body.kind == "idx":
+                body = BVal("num", b.index(body.axis), body.dims, elem="Z")
+            elif body.kind == "rows":
+                raise NotBatchable("an array of arrays as an element")
+            elif body.kind == "arr" and isinstance(body.inner, BVal) \
+                    and body.inner.kind == "arr":
+                raise NotBatchable("arrays nested three deep")
+        elem = body.elem if isinstance(body, BVal) and body.kind == "arr" \
+            else _result_elem(t, body)
+        dims = body.dims - {axis} if isinstance(body, BVal) else frozenset()
+        return BVal("arr", dims=dims, axis=axis, elem=elem, size=size, inner=body)
+    finally:
+        b.close_loop()
+
+
+def _build(b: Batcher, t: Build, size: str) -> BVal:
+    return _loop(b, t, size, t.name, lambda axis: BVal("idx", axis=axis, dims={axis}, elem="Z"))
+
+
+def _map(b: Batcher, t: MapA, arr: str) -> BVal:
+    ty = getattr(t.arr, "ty", None)
+    kind = elem_kind(ty.elem) if isinstance(ty, ArrayT) else None
+    if kind is None:
+        raise NotBatchable("map over an array whose elements are not numbers")
+    size = b.gen.atom(f"len({arr})")
+
+    def var(axis):
+        x = b.gen.atom(f"_vtake({arr}, {size}, {axis!r}, {b.rank!r})")
+        return BVal("num", x, {axis}, elem=kind)
+
+    return _loop(b, t, size, t.name, var)
+
+
+def _unbatched(b: Batcher, t, what: str) -> str:
+    v = b.value(t)
+    if isinstance(v, BVal):
+        raise NotBatchable(f"{what} depends on an enclosing loop")
+    return v
+
+
+# ----------------------------------------------------------------- rules
+
+
+def batch_build(b: Batcher, t: Build) -> BVal:
+    """A build nested in a vectorised body: rectangular (its size unbatched)."""
+    return _build(b, t, _unbatched(b, t.size, "the size of a nested build"))
+
+
+def batch_map(b: Batcher, t: MapA) -> BVal:
+    return _map(b, t, _unbatched(b, t.arr, "the array of a nested map"))
+
+
+def batch_index(b: Batcher, t: Index) -> BVal:
+    a = b.value(t.arr)
+    i = b.value(t.idx)
+    gen = b.gen
+    kind = elem_kind(t.ty)
+    if t.ty is None and b.assume is not None and not isinstance(a, BVal):
+        kind = "R"  # an untyped target term: checked at run time (_forward_pairs' guard)
+        b.assume.append(a)
+    if not isinstance(a, BVal) and isinstance(i, BVal):
+        if i.kind == "idx":
+            n = b.sizes[i.axis]
+            if kind is not None:
+                x = gen.atom(f"_vtake({a}, {n}, {i.axis!r}, {b.rank!r})")
+                return BVal("num", x, {i.axis}, elem=kind)
+            if isinstance(t.ty, ArrayT) and elem_kind(t.ty.elem) is not None:
+                return BVal("rows", src=a, axis=i.axis, dims={i.axis},
+                            elem=elem_kind(t.ty.elem))
+        elif i.kind == "num" and i.elem == "Z" and kind is not None:
+            x = gen.atom(f"_vgather({a}, {i.expr})")
+            return BVal("num", x, i.dims, elem=kind, fresh=True)
+    elif isinstance(a, BVal) and a.kind == "rows" and isinstance(i, BVal) \
+            and i.kind == "idx" and i.axis != a.axis:
+        x = gen.atom(f"_vtake2({a.src}, {b.sizes[a.axis]}, {a.axis!r}, "
+                     f"{b.sizes[i.axis]}, {i.axis!r}, {b.rank!r})")
+        return BVal("num", x, {a.axis, i.axis}, elem=a.elem)
+    raise NotBatchable("an index other than a loop variable or a batched integer")
+
+
+def lower_length(gen, t) -> str:
+    """length a: len of the array (a numpy array or a tuple), as eval_length."""
+    return f"len({gen.atom(gen.value(t.expr))})"
+
+
+def vectorise_build(gen, t: Build) -> str | None:
+    """build n (i. body) as numpy code, or None (the per-element loop)."""
+    n = gen.atom(gen.value(t.size))  # first, as the evaluator: its errors first
+    if _pair_with_lam(t.body):  # CHAD's forward pass of build
+        out = vectorise_build_pairs(gen, t, n)
+        return out if out is not None else gen.eval_rule(t, {id(t.size): n})
+    out = vectorise_loop(gen, t, lambda b: _build(b, t, n))
+    return out if out is not None else gen.eval_rule(t, {id(t.size): n})
+
+
+def _pair_with_lam(t) -> bool:
+    while type(t) is Let:
+        t = t.body
+    return type(t) is Pair and type(t.right) is Lam
+
+
+def vectorise_unzip(gen, t: Unzip) -> str | None:
+    """unzip of a vectorised build's VecPairs: its ys and batched backpropagator
+    (when its first components are reals), else the evaluation rule."""
+    if not isinstance(t.elem, Real):
+        return None
+    arr = gen.atom(gen.value(t.arr))
+    return f"(_vunzip({arr}) or {gen.eval_rule(t, {id(t.arr): arr})})"
+
+
+def vectorise_map(gen, t: MapA) -> str | None:
+    """map (x. body) a as numpy code, or None (the per-element loop)."""
+    arr = gen.atom(gen.value(t.arr))
+    out = vectorise_loop(gen, t, lambda b: _map(b, t, arr))
+    return out if out is not None else gen.eval_rule(t, {id(t.arr): arr})
+
+
+# ----------------------------------------------------------------- reverse passes
+
+
+def vectorise_unzip_map(gen, t: UnzipMap) -> str | None:
+    """The forward pass of map, `unzipMap (x. lets in (y, \\d -> m)) a`, batched
+    when a is an Array R at run time (else the per-element code): the array of
+    the ys and ONE batched backpropagator (vector_support.VecBack)."""
+    if not gen.inline or not isinstance(t.elem, Real) or nesting(t.body) > 0:
+        return None
+    arr = gen.atom(gen.value(t.arr))
+    out = _forward_pairs(gen, t, arr, "unzipMap", "")
+    return out if out is not None else gen.eval_rule(t, {id(t.arr): arr})
+
+
+def vectorise_build_pairs(gen, t: Build, n: str) -> str | None:
+    """The forward pass of build, `build n (i. lets in (y, \\d -> m))` (its
+    array of pairs read by `unzip`), batched: a VecPairs holding the ys and ONE
+    batched backpropagator; anything but `unzip` reading it gets the pairs."""
+    if not gen.inline or nesting(t.body) > 0:
+        return None
+    return _forward_pairs(gen, t, n, "build", "_VecPairs")
+
+
+def _forward_pairs(gen, t, operand: str, label: str, holder: str) -> str | None:
+    old = gen.vectorise
+    gen.vectorise = False
+    try:
+        lazy = gen.local_def([], t, "f")  # the per-element code, for every other case
+    finally:
+        gen.vectorise = old
+    block = gen.block
+    mark, indent, pmark = len(block.lines), gen.indent, len(gen.proj_log)
+    env = dict(gen.env)
+    result = gen.fresh("v")
+    b = Batcher(gen, 1)
+    b.assume = []
+    try:
+        gen.indent += 2
+        if type(t) is UnzipMap:
+            b.assume.append(operand)
+            n = gen.atom(f"len({operand})")
+            b.open_loop(n)
+            first = BVal("num", gen.atom(f"_vtake({operand}, {n}, 0, 1)"), {0}, elem="R")
+        else:
+            n = operand
+            b.open_loop(n)
+            first = BVal("idx", axis=0, dims={0}, elem="Z")
+        saved = [b.bind(t.name, first)]
+        body = t.body
+        while type(body) is Let:
+            saved.append(b.bind(body.name, b.value(body.rhs)))
+            body = body.body
+        if type(body) is not Pair or type(body.right) is not Lam:
+            raise NotBatchable("the body is not a pair of a value and a backpropagator")
+        y = b.value(body.left)
+        if isinstance(y, BVal) and not (y.kind == "num" and y.elem == "R"):
+            raise NotBatchable("the values are not reals")
+        if not isinstance(y, BVal) and type(t) is not UnzipMap and not _real_literal(body.left):
+            raise NotBatchable("a value of unknown type")
+        fn, caps = back_function(b, body.right)
+        for s in reversed(saved):
+            b.unbind(s)
+        fresh = isinstance(y, BVal) and y.fresh
+        ys = gen.atom(f"_vout({b.numbers(y)}, {n}, 1, _f64, {fresh!r})")
+        tup = "(" + "".join(f"{c}, " for c in caps) + ")"
+        pairs = holder == "_VecPairs"
+        gen.emit(f"{result} = {holder}({ys}, _VecBack({fn}, {n}, {tup}, {lazy}, {pairs!r}))")
+        guard = " and ".join(f"_visf64({a})" for a in dict.fromkeys(b.assume)) or "True"
+        pad = "    " * indent
+        block.lines[mark:mark] = [f"{pad}# {label}: vectorised (forward pass)",
+                                  f"{pad}if {guard}:",
+                                  f"{pad}    with _np.errstate(all='ignore'):"]
+        gen.indent = indent
+        gen.emit("else:")
+        gen.emit(f"    {result} = {lazy}()")
+    except NotBatchable as why:
+        del block.lines[mark:]
+        gen.indent = indent
+        for key in gen.proj_log[pmark:]:
+            gen.proj.pop(key, None)
+        del gen.proj_log[pmark:]
+        gen.env.clear()
+        gen.env.update(env)
+        gen.emit(f"# {label}: per-element loop ({_comment(str(why))})")
+        return None
+    gen.blocks.extend(b.pending)
+    return result
+
+
+def vectorise_sequence_scoped(gen, t: SequenceScoped) -> str | None:
+    """The reverse pass of map: batched (vector_support.vseq) when its
+    backpropagators are a VecBack at run time, else the evaluation rule."""
+    if not gen.inline or not t.keep or not all(isinstance(lt, LR) for lt in t.keep_elem):
+        return None
+    fns = gen.atom(gen.value(t.fns))
+    ctgs = gen.atom(gen.value(t.ctgs))
+    inits = [gen.atom(gen.value(i)) for i in t.inits]
+    known = {id(t.fns): fns, id(t.ctgs): ctgs}
+    known.update((id(i), a) for i, a in zip(t.inits, inits))
+    rule = gen.eval_rule(t, known)
+    tup = "(" + "".join(f"{a}, " for a in inits) + ")"
+    return f"(_vseq({fns}, {ctgs}, {tup}, {t.keep!r}) or {rule})"
+
+
+# ----------------------------------------------------------------- folds
+
+_REDUCERS = {"MAX": "_vmax", "MIN": "_vmin"}
+
+
+def vectorise_fold(gen, t: Fold) -> str | None:
+    """fold (p. max(fst p, snd p)) a (or min) as np.max (np.min) when a is an
+    Array R without NaN whose result is not a zero (vector_support.vmax: the
+    evaluator's balanced tree then gives the same value whatever its order); in
+    every other case the evaluation rule."""
+    op = _reducer(t.name, t.body)
+    if op is None:
+        return None
+    arr = gen.atom(gen.value(t.arr))
+    gen.emit("# fold: vectorised (np.max / np.min where the order cannot matter)")
+    rule = gen.eval_rule(t, {id(t.arr): arr})
+    return f"({_REDUCERS[op]}({arr}) or {rule})"
+
+
+def _reducer(name: str, body) -> str | None:
+    """"MAX" / "MIN" when body is max(fst p, snd p) / min(...) over p = name."""
+    if (type(body) is Prim and body.op in _REDUCERS and type(body.arg) is Pair
+            and type(body.arg.left) is Fst and type(body.arg.right) is Snd
+            and body.arg.left.expr == Var(name) and body.arg.right.expr == Var(name)):
+        return body.op
+    return None
+
+
+def vectorise_fold_tree(gen, t: FoldTree) -> str | None:
+    """The forward pass of fold by max (min): `foldTree (p. (max(fst p, snd p),
+    backpropagator)) a` as a VecTree (vector_support.vtree: np.argmax) when a is
+    an Array R without NaN at run time, else the per-element code."""
+    body = t.body
+    if not gen.inline or type(body) is not Pair or type(body.right) is not Lam:
+        return None
+    op = _reducer(t.name, body.left)
+    if op is None:
+        return None
+    arr = gen.atom(gen.value(t.arr))
+    old = gen.vectorise
+    gen.vectorise = False
+    try:
+        lazy = gen.local_def([], t, "f")
+    finally:
+        gen.vectorise = old
+    gen.emit(f"# foldTree: vectorised ({op.lower()}: np.arg{op.lower()})")
+    return f"(_vtree({arr}, {op == 'MAX'!r}, {lazy}) or {lazy}())"
+
+
+def vectorise_untree(gen, t: UnTree) -> str | None:
+    """The reverse pass of fold by max (min) on a VecTree: the cotangent to the
+    winning element (vector_support.vuntree), else the evaluation rule on the
+    real tree."""
+    if not gen.inline or not isinstance(t.elem, LR):
+        return None
+    ctg = gen.atom(gen.value(t.ctg))
+    tree = gen.atom(gen.value(t.tree))
+    init = gen.atom(gen.value(t.init))
+    rule = gen.eval_rule(t, {id(t.ctg): ctg, id(t.tree): f"_vreal({tree})", id(t.init): init})
+    return f"(_vuntree({ctg}, {tree}) or {rule})"

@@ -1,0 +1,380 @@
+"""What vectorised array code (chad/compile/vectorise.py) calls at run time.
+
+A build or map body batched over its loop runs as numpy operations on arrays
+with one axis per enclosing loop of the vectorised region: a region nested D
+deep holds every batched value as an array of rank D, whose axis k is the loop
+at depth k (size 1 where the value does not depend on that loop), so numpy's
+broadcasting lines the loops up. These helpers move values in and out of that
+form and check what the evaluator checks (indices in range, a build's size not
+negative): where the evaluator raises, they raise too (the compiled backend then
+replays the call on the evaluator, whose error is reported: docs/compiler.md,
+"Errors"); where it does not, neither do they.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+
+def _shape(rank: int, axis: int, n: int) -> tuple:
+    shape = [1] * rank
+    shape[axis] = n
+    return tuple(shape)
+
+
+def _check_size(n) -> None:
+    if n < 0:
+        raise ValueError(f"build of negative size {n}")
+
+
+def vindex(n: int, axis: int, rank: int):
+    """The loop index of the loop at `axis` (0 .. n-1), as an Array Z on that axis."""
+    _check_size(n)
+    return np.arange(n, dtype=np.int64).reshape(_shape(rank, axis, n))
+
+
+def vtake(a, n: int, axis: int, rank: int):
+    """`a ! i` for every i < n, i the loop at `axis`: a's first n elements on
+    that axis (a view; an IndexError if a is shorter, as the evaluator's)."""
+    _check_size(n)
+    a = np.asarray(a)
+    if len(a) < n:
+        raise IndexError(f"index {len(a)} out of range for an array of length {len(a)}")
+    return a[:n].reshape(_shape(rank, axis, n))
+
+
+def vgather(a, idx):
+    """`a ! j` for a batched integer j: fancy indexing after the evaluator's
+    bounds check (numpy would wrap a negative index)."""
+    a = np.asarray(a)
+    idx = np.asarray(idx)
+    if idx.size and (int(idx.min()) < 0 or int(idx.max()) >= len(a)):
+        raise IndexError("an index out of range")
+    return a[idx]
+
+
+def vtake2(rows, n: int, axis: int, m: int, axis2: int, rank: int):
+    """`rows ! i ! j` for i < n at `axis` and j < m at `axis2`: the rectangular
+    block of an array of arrays, as one 2-D array on those two axes."""
+    _check_size(n)
+    _check_size(m)
+    if len(rows) < n:
+        raise IndexError(f"index {len(rows)} out of range for an array of length {len(rows)}")
+    first = np.asarray(rows[0]) if n else np.empty(0)
+    mat = np.empty((n, m), dtype=first.dtype)
+    for r in range(n):
+        row = rows[r]
+        if len(row) < m:
+            raise IndexError(f"index {len(row)} out of range for an array of length {len(row)}")
+        mat[r] = row[:m]
+    if axis > axis2:
+        mat = mat.T
+    shape = [1] * rank
+    shape[axis] = n
+    shape[axis2] = m
+    return mat.reshape(shape)
+
+
+def vsum(x, n: int, axis: int, rank: int):
+    """`sum` over the loop at `axis` (n elements), keeping the axis (size 1).
+    A value independent of that loop is summed n times, as the evaluator does.
+    Along the last non-trivial axis of a C-ordered array numpy sums each row
+    pairwise, the evaluator's order (np.sum of the row); along any other axis
+    it adds row by row, another order (docs/compiler.md, "Vectorisation")."""
+    _check_size(n)
+    x = np.asarray(x, dtype=np.float64)
+    if x.ndim < rank:
+        x = x.reshape((1,) * (rank - x.ndim) + x.shape)
+    if x.shape[axis] != n:
+        shape = list(x.shape)
+        shape[axis] = n
+        x = np.broadcast_to(x, shape)
+    with np.errstate(all="ignore"):
+        return np.sum(x, axis=axis, keepdims=True)
+
+
+def vout(x, n: int, rank: int, dtype, fresh: bool):
+    """The Array R / Array Z of a vectorised build or map of n elements from its
+    batched body x (rank `rank`, axis 0 the loop): a 1-D array owning its data
+    (never a view of an input)."""
+    _check_size(n)
+    x = np.asarray(x)
+    if x.dtype != dtype:
+        x = x.astype(dtype)
+        fresh = True
+    x = x.reshape(x.shape[:1] if x.ndim else ())
+    if fresh and x.shape == (n,):
+        return x
+    return np.array(np.broadcast_to(x, (n,)), dtype=dtype)
+
+
+def vrows(x, n: int, m: int, rank: int, dtype):
+    """The Array (Array R) of a vectorised build of builds: the tuple of rows of
+    the n x m block x (axes 0 and 1), each a 1-D array."""
+    _check_size(n)
+    _check_size(m)
+    x = np.asarray(x, dtype=dtype)
+    if x.ndim < rank:
+        x = x.reshape((1,) * (rank - x.ndim) + x.shape)
+    x = x.reshape(x.shape[:2])
+    mat = np.array(np.broadcast_to(x, (n, m)), dtype=dtype)
+    return tuple(mat)
+
+
+HELPERS = {"_np": np, "_vindex": vindex, "_vtake": vtake, "_vgather": vgather,
+           "_vtake2": vtake2, "_vsum": vsum, "_vout": vout, "_vrows": vrows,
+           "_f64": np.float64, "_i64": np.int64, "_ndarray": np.ndarray}
+
+
+# ----------------------------------------------------------------- reverse passes
+
+
+class VecBack:
+    """The n backpropagators of a vectorised map's forward pass (the second
+    component of `unzipMap`), as ONE batched function: fn(captured...,
+    d, cells, base, n) runs all n of them on the array d of their cotangents,
+    the cells from `base` on holding one array per scope (an element's cell at
+    its index; `vadd`). Anything but `sequenceScoped` that reads it as the array of
+    closures gets those, from `lazy` (the per-element code, run once)."""
+
+    __slots__ = ("fn", "caps", "n", "lazy", "pairs", "_items")
+
+    def __init__(self, fn, n: int, caps: tuple, lazy, pairs: bool = False) -> None:
+        self.fn = fn
+        self.n = n
+        self.caps = caps
+        self.lazy = lazy     # the per-element code: (ys, closures), or with `pairs`
+        self.pairs = pairs   # the array of pairs (y, closure)
+        self._items = None
+
+    def run(self, d, cells: list, base: int) -> None:
+        run = Pass(base)
+        self.fn(*self.caps, d, cells, run, self.n)
+        run.flush(cells)
+
+    def _closures(self):
+        if self._items is None:
+            out = self.lazy()
+            self._items = tuple(p[1] for p in out) if self.pairs else out[1]
+        return self._items
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i):
+        return self._closures()[i]
+
+    def __iter__(self):
+        return iter(self._closures())
+
+
+class Pass:
+    """One batched run of a VecBack: the first per-element cell (`base`) and
+    the contributions to each shared cell, kept to be added in the evaluator's
+    order when the run ends (`flush`)."""
+
+    __slots__ = ("base", "pending")
+
+    def __init__(self, base: int) -> None:
+        self.base = base
+        self.pending: dict[int, list] = {}
+
+    def flush(self, cells: list) -> None:
+        """Add the contributions to the shared cells. The evaluator runs element
+        0's adds, then element 1's, ...: row i of the stacked contributions is
+        element i's, in the order of its adds, so the running sum (np.cumsum,
+        one addition after the other from the cell's value) gives its result
+        bit for bit."""
+        for level, parts in self.pending.items():
+            seq = np.stack(parts, axis=1).ravel() if len(parts) > 1 else parts[0]
+            cur = cells[level]
+            if cur is not None:
+                seq = np.concatenate((np.asarray([cur], dtype=np.float64), seq))
+            with np.errstate(all="ignore"):
+                cells[level] = float(np.cumsum(seq)[-1])
+
+
+def vadd(cells: list, level: int, run: Pass, v, n: int) -> None:
+    """`add level v` run by all n elements: into the per-element cells (level >=
+    base) elementwise (the evaluator's per-element additions); to a cell below,
+    shared by the elements, kept for `Pass.flush`."""
+    if level >= len(cells):
+        raise IndexError(f"add: level {level} out of range for {len(cells)} cells")
+    if n == 0:
+        return
+    v = np.broadcast_to(np.asarray(v, dtype=np.float64), (n,))
+    if level >= run.base:
+        cur = cells[level]
+        with np.errstate(all="ignore"):
+            cells[level] = v.copy() if cur is None else v + cur
+    else:
+        run.pending.setdefault(level, []).append(v)
+
+
+def _nested(items: list):
+    out = None
+    for r in reversed(items):
+        out = (r, out)
+    return out
+
+
+def vseq(fns, ctgs, inits: tuple, keep: tuple):
+    """sequenceScoped inits keep fns ctgs as one batched action when fns is a
+    VecBack, the cotangents an Array R and the scopes' initial values reals or
+    None; else None (the evaluation rule runs, per element). Its result: the
+    arrays of the kept scopes' final cells, as the rule's (dense_of: a cell never
+    added to is 0.0)."""
+    if type(fns) is not VecBack or not keep:
+        return None
+    n = fns.n
+    if not (isinstance(ctgs, np.ndarray) and ctgs.dtype == np.float64 and ctgs.shape == (n,)):
+        return None
+    if any(not (i is None or type(i) is float) for i in inits):
+        return None
+
+    def act(cells: list):
+        base = len(cells)
+        cells.extend(None if i is None else np.full(n, i) for i in inits)
+        try:
+            fns.run(ctgs, cells, base)
+            finals = cells[base:]
+        finally:
+            del cells[base:]
+        return _nested([np.zeros(n) if finals[j] is None else np.array(finals[j], dtype=np.float64)
+                        for j in keep])
+
+    return act
+
+
+HELPERS.update({"_VecBack": VecBack, "_vadd": vadd, "_vseq": vseq})
+
+
+class VecPairs:
+    """The array of pairs (y, backpropagator) of a vectorised build's forward
+    pass: `unzip` takes its ys and its VecBack (`vunzip`); anything else reading
+    it as the tuple of pairs gets that, from the per-element code (run once)."""
+
+    __slots__ = ("ys", "back", "_items")
+
+    def __init__(self, ys, back: VecBack) -> None:
+        self.ys = ys
+        self.back = back
+        self._items = None
+
+    def _pairs(self):
+        if self._items is None:
+            self._items = self.back.lazy()
+        return self._items
+
+    def __len__(self) -> int:
+        return self.back.n
+
+    def __getitem__(self, i):
+        return self._pairs()[i]
+
+    def __iter__(self):
+        return iter(self._pairs())
+
+
+def vunzip(x):
+    """unzip of a VecPairs: (ys, the batched backpropagator); else None."""
+    if type(x) is VecPairs:
+        return (x.ys, x.back)
+    return None
+
+
+def visf64(a) -> bool:
+    """a is an Array R (a 1-D float64 numpy array)."""
+    return type(a) is np.ndarray and a.dtype == np.float64 and a.ndim == 1
+
+
+HELPERS.update({"_VecPairs": VecPairs, "_vunzip": vunzip, "_visf64": visf64})
+
+
+def _extreme(a, pick):
+    """pick(a) (np.max / np.min) as a Python float where any order of
+    comparisons gives it: a non-empty Array R without NaN, the result not a
+    zero (a tie of 0.0 and -0.0 depends on the order); else None (the
+    evaluator's fold then runs)."""
+    if type(a) is not np.ndarray or a.dtype != np.float64 or a.ndim != 1 or not len(a):
+        return None
+    r = float(pick(a))
+    if r != r or r == 0.0:
+        return None
+    if np.isnan(a).any():
+        return None
+    return r
+
+
+def vmax(a):
+    return _extreme(a, np.max)
+
+
+def vmin(a):
+    return _extreme(a, np.min)
+
+
+HELPERS.update({"_vmax": vmax, "_vmin": vmin})
+
+
+class VecTree:
+    """The reduction tree of `fold` by max (min) in a derivative (FoldTree),
+    without the tree: the array has no NaN, so the balanced fold's result is its
+    leftmost largest (smallest) element, at `index` (np.argmax's first
+    occurrence: a tie, 0.0 against -0.0 included, goes to the left as the
+    fold's `b if b > a else a` does), and the reverse pass routes the whole
+    cotangent to that element. `real()` builds the evaluator's tree (the
+    per-element code) for any other use."""
+
+    __slots__ = ("value", "index", "n", "lazy", "_tree")
+
+    def __init__(self, value: float, index: int, n: int, lazy) -> None:
+        self.value = value
+        self.index = index
+        self.n = n
+        self.lazy = lazy
+        self._tree = None
+
+    def real(self):
+        if self._tree is None:
+            self._tree = self.lazy()
+        return self._tree
+
+
+def vtree(a, is_max: bool, lazy):
+    """A VecTree of `fold max` (is_max) or `fold min` over a, or None (the
+    per-element code runs): a must be a non-empty Array R without NaN."""
+    if not visf64(a) or not len(a) or np.isnan(a).any():
+        return None
+    k = int(np.argmax(a) if is_max else np.argmin(a))
+    return VecTree(float(a[k]), k, len(a), lazy)
+
+
+def vreal(tree):
+    return tree.real() if type(tree) is VecTree else tree
+
+
+def vuntree(d, tree):
+    """unTree of a VecTree: the action whose result is the leaf cotangents, d
+    at the winning element and 0.0 elsewhere (0.0 everywhere for d = 0.0: the
+    tree's additions are of 0.0s); None (the evaluation rule on the real tree)
+    for d = -0.0, whose sign the tree's additions (d + 0.0 at each level) may
+    change."""
+    if type(tree) is not VecTree:
+        return None
+    out = np.zeros(tree.n)
+    if d is not None:
+        if not isinstance(d, float) or (d == 0.0 and math.copysign(1.0, d) < 0.0):
+            return None
+        if d != 0.0:
+            out[tree.index] = d
+
+    def act(cells):
+        return out
+
+    return act
+
+
+HELPERS.update({"_vtree": vtree, "_vreal": vreal, "_vuntree": vuntree})

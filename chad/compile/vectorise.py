@@ -1,0 +1,422 @@
+"""Vectorisation of array code: the body of a `build` or `map` batched over its
+loop, in the style of JAX's `vmap` (Frostig, Johnson & Leary, *Compiling
+machine learning programs via high-level tracing*; the batching rules of
+Bradbury et al.'s JAX), lowered to numpy.
+
+Inside a vectorised region every value is either *unbatched* (it does not
+depend on a loop variable of the region: ordinary generated code computes it
+once, a Python scalar that numpy broadcasts) or *batched* (a `BVal`: a numpy
+array of rank D, D the region's loop nesting, axis k the loop at depth k). The
+rules:
+
+* the loop variable `i` is `arange(n)` on its axis; `a ! i` with `a` unbatched
+  is `a[:n]` on i's axis (after the evaluator's bounds check); `a ! j` with j a
+  batched integer is a gather (fancy indexing, bounds checked); `m ! i ! j` of
+  an array of arrays the rectangular block as one 2-D array;
+* a primitive with a `batched` template (chad/primitives.py) is that numpy
+  ufunc expression over its operands;
+* a nested `build m (\\j -> ...)` or `map` (m unbatched) opens the next axis;
+  `sum` of it reduces that axis (np.sum); a nested build as the region's result
+  is a 2-D block, returned as the tuple of its rows;
+* a `let` binds batched or unbatched values alike.
+
+Anything else makes the body *not batchable* (`NotBatchable`), and the node is
+compiled as before: its evaluation rule runs a per-element loop over the
+compiled body. Extension nodes declare their batching rule beside their other
+rules (`register_node(batch=...)`, chad/arrays/lower.py for the array nodes).
+
+In a derivative, CHAD's forward pass of a map or build yields one
+backpropagator per element; where the body batches, `back_function` makes ONE
+function running their action for all elements at once (`execute_batched`:
+lets, `>>`, adds of reals), which the reverse pass (`sequenceScoped`) runs on
+arrays of cells (chad/compile/vector_support.py, docs/compiler.md).
+
+Errors and the order of evaluation: the evaluator evaluates a build's body n
+times, so an unbatched sub-term it would evaluate at every element is computed
+once here; such a sub-term must not fail where the loop would not run it (a
+build of size 0): only sub-terms that cannot fail (`safe`) stay unbatched in a
+body, anything else is not batchable. A batched operation fails exactly when one
+of its elements would (indices are checked as the evaluator checks them); numpy's
+floating-point warnings are silenced, the values being IEEE's as the evaluator's.
+"""
+
+from __future__ import annotations
+
+from chad import tables
+from chad.primitives import PRIMITIVES
+from chad.terms import (
+    AddEVM, Ann, Fst, Lam, Length, Let, Pair, Prim, PureEVM, Snd, ThenEVM, Unit, Var, children,
+    free_vars,
+)
+from chad.types import Int, Real
+
+# primitives that may fail on some argument (an EvalError): not safe to hoist
+_FAILING = frozenset({"IDIV", "IMOD", "FLOOR"})
+
+
+class NotBatchable(Exception):
+    """The term cannot be vectorised (the message says why, for `chad compile`)."""
+
+
+class BVal:
+    """A batched value of a vectorised region.
+
+    kind "num":  expr is a rank-D numpy array of numbers (elem "R" or "Z"), dims
+                 the loop axes it depends on; fresh says it was computed here
+                 (not a view of an input).
+    kind "idx":  the loop variable of the build at `axis` (materialised on use).
+    kind "rows": `src ! i` of an array of arrays src, i the loop at `axis`: only
+                 indexed again by another loop variable.
+    kind "arr":  an array built in the region along the loop at `axis` (size
+                 `size`), its elements `inner` (a BVal or an unbatched atom)."""
+
+    __slots__ = ("kind", "expr", "dims", "axis", "elem", "fresh", "src", "size", "inner")
+
+    def __init__(self, kind, expr=None, dims=frozenset(), axis=None, elem="R", fresh=False,
+                 src=None, size=None, inner=None):
+        self.kind = kind
+        self.expr = expr
+        self.dims = frozenset(dims)
+        self.axis = axis
+        self.elem = elem
+        self.fresh = fresh
+        self.src = src
+        self.size = size
+        self.inner = inner
+
+
+def elem_kind(ty) -> str | None:
+    """"R" or "Z" for a number type, else None."""
+    if isinstance(ty, Real):
+        return "R"
+    if isinstance(ty, Int):
+        return "Z"
+    return None
+
+
+def nesting(t) -> int:
+    """The deepest nesting of array loops (build, map) in t, counting t itself;
+    by the classes that have a batching rule and open a loop."""
+    best = 0
+    stack = [(t, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if type(node) in LOOP_NODES:
+            depth += 1
+            best = max(best, depth)
+        stack.extend((c, depth) for c in children(node))
+    return best
+
+
+# node classes that open a loop axis (filled by the arrays extension: Build, MapA)
+LOOP_NODES: set[type] = set()
+
+
+def safe(t) -> bool:
+    """t cannot fail: it may be computed once for a loop that might run zero times."""
+    stack = [t]
+    while stack:
+        node = stack.pop()
+        cls = type(node)
+        if cls is Prim:
+            if node.op in ("LIT", "ILIT"):
+                continue
+            p = PRIMITIVES.get(node.op)
+            if p is None or node.op in _FAILING or (p.inline is None and p.batched is None
+                                                    and node.op not in ("SUM", "ISUM")):
+                return False
+            stack.append(node.arg)
+        elif cls in (Var, Unit, Ann, Let, Pair, Fst, Snd, Length):
+            stack.extend(children(node))
+        else:
+            return False
+    return True
+
+
+class Batcher:
+    """One vectorised region: the generator `gen` (chad/compile/codegen.py) whose
+    function the statements go into, the region's rank, the sizes of the loops
+    open (an atom each), the batched variables."""
+
+    def __init__(self, gen, rank: int) -> None:
+        self.gen = gen
+        self.rank = rank
+        self.sizes: list[str] = []
+        self.bound: dict[str, BVal] = {}
+        self._index: dict[int, str] = {}
+        self.pending: list = []  # functions generated for the region (back_function)
+        # atoms assumed to be Array R (untyped target terms), or None: none may be
+        self.assume: list | None = None
+
+    # ------------------------------------------------------------ loops
+    def open_loop(self, size: str) -> int:
+        """A new innermost loop of `size` elements: its axis."""
+        axis = len(self.sizes)
+        if axis >= self.rank:
+            raise NotBatchable("loops nested deeper than the region's rank")
+        self.sizes.append(size)
+        return axis
+
+    def close_loop(self) -> None:
+        axis = len(self.sizes) - 1
+        self.sizes.pop()
+        self._index.pop(axis, None)
+
+    def bind(self, name: str, v):
+        """Bind a term variable to a batched value or an unbatched atom; returns
+        what to pass to `unbind`."""
+        old_b = self.bound.pop(name, None)
+        if isinstance(v, BVal):
+            self.bound[name] = v
+            old_g = self.gen.env.pop(name, None)
+        else:
+            old_g = self.gen.env.get(name)
+            self.gen.env[name] = v
+        return name, old_b, old_g
+
+    def unbind(self, saved) -> None:
+        name, old_b, old_g = saved
+        self.bound.pop(name, None)
+        self.gen.env.pop(name, None)
+        if old_b is not None:
+            self.bound[name] = old_b
+        if old_g is not None:
+            self.gen.env[name] = old_g
+
+    # ------------------------------------------------------------ values
+    def is_batched(self, t) -> bool:
+        return any(x in self.bound for x in free_vars(t))
+
+    def value(self, t):
+        """t's value in the region: a BVal, or an atom when t is unbatched."""
+        if not self.is_batched(t):
+            if not safe(t):
+                raise NotBatchable(f"{type(t).__name__} outside the loop might fail")
+            return self.gen.atom(self.gen.value(t))
+        cls = type(t)
+        if cls is Var:
+            return self.bound[t.name]
+        if cls is Ann:
+            return self.value(t.expr)
+        if cls is Let:
+            saved = self.bind(t.name, self.value(t.rhs))
+            try:
+                return self.value(t.body)
+            finally:
+                self.unbind(saved)
+        if cls is Prim:
+            return self._prim(t)
+        rule = tables.BATCH.get(cls)
+        if rule is None:
+            raise NotBatchable(f"no batching rule for {cls.__name__}")
+        return rule(self, t)
+
+    def numbers(self, v) -> str:
+        """An operand of a numpy expression: a batched number array or an
+        unbatched atom."""
+        if not isinstance(v, BVal):
+            return v
+        if v.kind == "idx":
+            return self.index(v.axis)
+        if v.kind == "num":
+            return v.expr
+        raise NotBatchable(f"an array ({v.kind}) where a number is expected")
+
+    def index(self, axis: int) -> str:
+        """The loop variable at `axis` as a rank-D Array Z (made once per loop)."""
+        name = self._index.get(axis)
+        if name is None:
+            name = self.gen.atom(f"_vindex({self.sizes[axis]}, {axis!r}, {self.rank!r})")
+            self._index[axis] = name
+        return name
+
+    def dims(self, *vals) -> frozenset:
+        out: frozenset = frozenset()
+        for v in vals:
+            if isinstance(v, BVal):
+                out |= v.dims
+        return out
+
+    def _prim(self, t: Prim):
+        op = t.op
+        if op == "SUM":
+            a = self.value(t.arg)
+            if not (isinstance(a, BVal) and a.kind == "arr"):
+                raise NotBatchable("sum of an array not built in the loop")
+            x = self.numbers(a.inner) if isinstance(a.inner, BVal) else a.inner
+            expr = self.gen.atom(f"_vsum({x}, {a.size}, {a.axis!r}, {self.rank!r})")
+            return BVal("num", expr, a.dims, fresh=True)
+        p = PRIMITIVES.get(op)
+        template = None if p is None else p.batched
+        if template is None:
+            raise NotBatchable(f"primitive {op} has no batched form")
+        if "{1}" in template:
+            if type(t.arg) is not Pair:
+                raise NotBatchable(f"{op} of a pair value")
+            a = self.value(t.arg.left)
+            b = self.value(t.arg.right)
+            expr = template.format(self.numbers(a), self.numbers(b))
+            dims = self.dims(a, b)
+        else:
+            a = self.value(t.arg)
+            expr = template.format(self.numbers(a))
+            dims = self.dims(a)
+        return BVal("num", self.gen.atom(expr), dims, fresh=True)
+
+
+def vectorise_loop(gen, t, make) -> str | None:
+    """The code of the array node t (a build or map) vectorised, or None (nothing
+    emitted) when its body is not batchable. `make(batcher)` runs the node's
+    rule at depth 0 and returns its "arr" BVal. Records the choice as a comment
+    in the generated code."""
+    label = _LABELS.get(type(t).__name__, type(t).__name__.lower())
+    block = gen.block
+    mark, indent, pmark = len(block.lines), gen.indent, len(gen.proj_log)
+    env = dict(gen.env)
+    b = Batcher(gen, max(1, nesting(t)))
+    gen.emit("with _np.errstate(all='ignore'):")
+    gen.indent += 1
+    try:
+        arr = make(b)
+        out = materialise(b, arr, t)
+    except NotBatchable as why:
+        del block.lines[mark:]
+        gen.indent = indent
+        for key in gen.proj_log[pmark:]:
+            gen.proj.pop(key, None)
+        del gen.proj_log[pmark:]
+        gen.env.clear()
+        gen.env.update(env)
+        gen.emit(f"# {label}: per-element loop ({_comment(str(why))})")
+        return None
+    gen.indent = indent
+    block.lines.insert(mark, "    " * indent + f"# {label}: vectorised")
+    gen.blocks.extend(b.pending)
+    return out
+
+
+_LABELS = {"MapA": "map"}
+
+
+def _comment(text: str) -> str:
+    """A reason as comment text: only letters, digits, spaces and a few signs (no
+    name of the program can reach it, but nothing is spliced unfiltered)."""
+    return "".join(c for c in text if c.isalnum() or c in " ,()-.'") or "not batchable"
+
+
+def materialise(b: Batcher, arr, t) -> str:
+    """The value representation of the region's result (an "arr" BVal on axis
+    0): an Array R / Array Z as a 1-D array, an array of such arrays as a tuple
+    of rows (a rectangular block)."""
+    if not (isinstance(arr, BVal) and arr.kind == "arr" and arr.axis == 0):
+        raise NotBatchable("the result is not an array built by the loop")
+    inner = arr.inner
+    if isinstance(inner, BVal) and inner.kind == "arr":
+        if isinstance(inner.inner, BVal) and inner.inner.kind == "arr":
+            raise NotBatchable("arrays nested three deep")
+        dtype = "_f64" if inner.elem == "R" else "_i64"
+        x = b.numbers(inner.inner) if isinstance(inner.inner, BVal) else inner.inner
+        return b.gen.atom(f"_vrows({x}, {arr.size}, {inner.size}, {b.rank!r}, {dtype})")
+    dtype = "_f64" if arr.elem == "R" else "_i64"
+    fresh = isinstance(inner, BVal) and inner.fresh
+    x = b.numbers(inner) if isinstance(inner, BVal) else inner
+    return b.gen.atom(f"_vout({x}, {arr.size}, {b.rank!r}, {dtype}, {fresh!r})")
+
+
+# ----------------------------------------------------------------- reverse passes
+#
+# A vectorised map's forward pass (`unzipMap (x. lets in (y, \d -> m)) a`, CHAD of
+# map: Efficient CHAD (Smeding & Vákár), §8) yields n backpropagators; batched,
+# they are ONE function running the action m for all n elements at once
+# (vector_support.VecBack), which `sequenceScoped` runs on the array of the
+# elements' cotangents with one array per scoped cell.
+
+
+def execute_batched(b: Batcher, t, cells: str, base: str) -> None:
+    """Emit the action t run by every element of the region (rank 1): its adds
+    as `_vadd` on the list `cells` (levels from `base` on per element). Only
+    lets, `>>`, adds of reals and `pure` are batched."""
+    cls = type(t)
+    if cls is ThenEVM:
+        execute_batched(b, t.first, cells, base)
+        execute_batched(b, t.second, cells, base)
+    elif cls is Let:
+        saved = b.bind(t.name, b.value(t.rhs))
+        try:
+            execute_batched(b, t.body, cells, base)
+        finally:
+            b.unbind(saved)
+    elif cls is Ann:
+        execute_batched(b, t.expr, cells, base)
+    elif cls is AddEVM:
+        if not isinstance(t.level, int) or isinstance(t.level, bool) or t.level < 0:
+            raise NotBatchable("an add at a level that is not a natural number")
+        v = b.value(t.val)
+        if isinstance(v, BVal) and not (v.kind == "num" and v.elem == "R"):
+            raise NotBatchable("an add of a value that is not a real")
+        if not isinstance(v, BVal) and not _real_literal(t.val):
+            raise NotBatchable("an add of an unbatched value")
+        b.gen.emit(f"_vadd({cells}, {t.level!r}, {base}, {b.numbers(v)}, {b.sizes[0]})")
+    elif cls is PureEVM:
+        if b.is_batched(t.expr) or not safe(t.expr):
+            raise NotBatchable("a batched result of an action")
+    else:
+        raise NotBatchable(f"no batched execution of {cls.__name__}")
+
+
+def _real_literal(t) -> bool:
+    return type(t) is Prim and t.op in ("LIT", "LZERO")
+
+
+def back_function(b: Batcher, lam: Lam) -> tuple[str, list[str]]:
+    """The batched function of the backpropagator lam (\\d -> action) under the
+    region of b (rank 1): a new top-level function of its captured values, d,
+    the cells, base and n; returns its name and the atoms it captures. Its lines
+    are added to the module only by `commit` (after the whole node batched)."""
+    from chad.compile.codegen import Block  # the generator's (it does not import this module)
+
+    gen = b.gen
+    free = [x for x in free_vars(lam)]
+    caps: list[tuple[str, object]] = []
+    for x in free:
+        if x in b.bound:
+            v = b.bound[x]
+            caps.append((x, v if v.kind == "num" else None))
+            if v.kind != "num":
+                raise NotBatchable("a backpropagator capturing a loop index or an array")
+        elif x in gen.env:
+            caps.append((x, gen.env[x]))
+        else:
+            raise NotBatchable(f"unbound {type(lam).__name__}")
+    saved = (gen.block, gen.indent, dict(gen.env), gen.cells, gen.pairs, gen.proj, gen.proj_log)
+    block = Block()
+    name = gen.fresh("vb")
+    params = [gen.fresh("c") for _ in caps]
+    d, cells, base, n = gen.fresh("p"), gen.fresh("cells"), gen.fresh("p"), gen.fresh("p")
+    gen.block, gen.indent = block, 0
+    gen.emit(f"def {name}({', '.join(params + [d, cells, base, n])}):")
+    gen.indent = 1
+    gen.env.clear()
+    gen.cells, gen.pairs, gen.proj, gen.proj_log = None, {}, {}, []
+    inner = Batcher(gen, 1)
+    inner.sizes.append(n)
+    try:
+        for (x, v), p in zip(caps, params):
+            if isinstance(v, BVal):
+                inner.bound[x] = BVal("num", p, {0}, elem=v.elem)
+            else:
+                gen.env[x] = p
+        inner.bound[lam.name] = BVal("num", d, {0}, elem="R")
+        gen.emit("with _np.errstate(all='ignore'):")
+        gen.indent = 2
+        execute_batched(inner, lam.body, cells, base)
+        gen.emit("pass")
+        gen.indent = 1
+        gen.emit("return None")
+    finally:
+        (gen.block, gen.indent, env, gen.cells, gen.pairs, gen.proj, gen.proj_log) = saved
+        gen.env.clear()
+        gen.env.update(env)
+    b.pending.append(block)
+    atoms = [v.expr if isinstance(v, BVal) else v for _x, v in caps]
+    return name, atoms
