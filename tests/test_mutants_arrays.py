@@ -11,7 +11,11 @@ fold, is a dense float64 array), on the counting evaluator and compiled; exact g
 Array literals: their value, step count (1 + the elements'), left-to-right evaluation, and
 their derivative's gradients (against finite differences) and step counts (derived from the
 documented rules); `sum` of an Array Z (exact, 1 + c(s) + n); `sum` of an Array R without
-numpy's warnings.
+numpy's warnings. The gather reads of docs/arrays.md ("Gathers"): which reads become gathers
+(one per distinct read evaluated once per element; not under a branch, in a lambda, in a
+nested loop's body, nor of an array bound inside the body), counted in the derivative term,
+and their gradients for elements that are reals, pairs, sums and arrays (finite
+differences). The derivative's runtime errors name the source's line:column.
 """
 
 from __future__ import annotations
@@ -212,3 +216,100 @@ def test_the_gradient_steps_of_an_array_literal_follow_the_documented_rules(n):
     assert (rep.primal_steps, rep.gradient_steps) == (1 + n, 15 + 27 * n if n else 16)
     rep = chad.cost(text, [1.5], None)
     assert (rep.primal_steps, rep.gradient_steps) == (1 + n, 15 + 25 * n if n else 16)
+
+
+# An error in the derivative's primal pass names the same line:column as the source's
+# (docs/language.md, "Errors": reported with the line and column): the derivative's build (with and
+# without gathers, whose index arrays are builds of their own), its Gather, an index that is
+# not a gather read (outside a build, or under a case branch) and the FoldTree of a fold
+# keep the source form's location (chad/arrays/transform.py), and the Gather's out-of-range
+# error carries it (chad/arrays/evaluate.py).
+@pytest.mark.parametrize("body,args,at,says", [
+    ("sum (build k (\\i -> x))", [1.0, -1], "build k", ("negative size -1",)),
+    ("sum (build k (\\i -> x * xs ! i))", [1.0, -1], "build k", ("negative size -1",)),
+    ("sum (build (length xs) (\\i -> x * xs ! (i + 1)))", [1.0, 0], "xs ! (i + 1)", ("index 2", "length 2")),
+    ("[x, x] ! k", [1.0, 2], "[x, x] ! k", ("index 2", "length 2")),
+    ("sum (build (length xs) (\\i -> if i > 0 then xs ! (i + 5) else x))", [1.0, 0], "xs ! (i + 5)",
+     ("index 6", "length 2")),
+    ("fold (\\p -> fst p * x) (build k (\\i -> x))", [1.0, 0], "fold", ("fold of an empty array",)),
+])
+def test_an_error_in_the_derivative_names_the_source_location(body, args, at, says):
+    """docs/language.md, "Arrays": a negative build size, an index out of range (naming the
+    index and the length) and a fold of an empty array are runtime errors."""
+    text = f"def f(x : R, k : Z) : R =\n  let xs = [x, 2.0 * x] in\n  {body}"
+    col = text.splitlines()[2].index(at) + 1
+    calls = [lambda: chad.run(text, args)] + [
+        (lambda b=b: chad.grad(text, backend=b)(*args)) for b in ("interp", "compiled")]
+    for call in calls:
+        with pytest.raises(EvalError) as e:
+            call()
+        assert str(e.value).startswith(f"<input>:3:{col}: runtime error: "), str(e.value)
+        assert all(part in str(e.value) for part in says), str(e.value)
+
+
+# chad/arrays/transform.py (extract_gathers): only a read `a ! e` evaluated exactly once per
+# element, of an array `a` bound outside the build, becomes a gather (computed for every
+# element in the primal pass). A read under a case branch, in a lambda's body or in a nested
+# loop's body is not (here it is out of range for the elements where the source never
+# evaluates it), and neither is a read of an array bound inside the body (not in scope
+# outside the build). Gradients against central differences.
+@pytest.mark.parametrize("body", [
+    # under a case branch: xs ! (i - 1) is read only for i > 0
+    "if i > 0 then xs ! (i - 1) * xs ! i else xs ! i",
+    # in a lambda's body, applied only when i + 1 is in range
+    "let g = \\(y : R) -> y * xs ! (i + 1) in if i + 1 < length xs then g (xs ! i) else xs ! i",
+    # in a nested map's body, over an array that is empty for the last i
+    "xs ! i + sum (map (\\y -> y * xs ! (i + 1)) (build (length xs - 1 - i) (\\j -> xs ! j)))",
+    # in a nested fold's body, over a one-element array for the last i
+    "fold (\\p -> fst p * snd p * xs ! (i + 1)) (build (length xs - i) (\\j -> xs ! j))",
+    # of an array bound inside the body
+    "let ys = [xs ! i, 2.0 * xs ! i] in ys ! 0 * ys ! 1 + ys ! (i - i)",
+])
+def test_only_the_reads_evaluated_once_per_element_become_gathers(body):
+    text = f"def f(xs : Array R) : R = sum (build (length xs) (\\i -> {body}))"
+    assert_gradients_match_fd(text, [[1.5, -0.5, 2.0]])
+
+
+# docs/arrays.md, "Gathers": each distinct read `a ! e` evaluated exactly once per element
+# (also in a case's scrutinee, in the size of a nested build and in the array of a nested map
+# or fold) is ONE gather, however often it occurs; reads under a case branch keep the BOne
+# path (one BOne per occurrence). Counted in the derivative term; gradients against central differences.
+@pytest.mark.parametrize("body,gathers,bones", [
+    ("xs ! i * xs ! i + 3.0 * xs ! i", 1, 0),
+    ("xs ! i * xs ! (i + 0)", 2, 0),
+    ("if xs ! i > 1.0 then xs ! i * xs ! i else 2.0", 1, 2),  # a BOne per read in the branch
+    ("toreal (length (build (floor (xs ! i)) (\\j -> j))) + xs ! i", 1, 0),
+    ("sum (map (\\y -> y * y) [xs ! i, 1.0])", 1, 0),
+    ("fold (\\p -> fst p * snd p) [xs ! i, 2.0, xs ! i]", 1, 0),
+])
+def test_each_distinct_read_evaluated_once_per_element_is_one_gather(body, gathers, bones):
+    from chad.arrays.nodes import BOneT, Gather
+    from chad.terms import subterms
+    from chad.transform.efficient import SPEC
+
+    text = f"def f(xs : Array R) : R = sum (build (length xs) (\\i -> {body}))"
+    term = SPEC.forward_term(chad.load(text).find(None))
+    assert sum(isinstance(x, Gather) for x in subterms(term)) == gathers
+    assert sum(isinstance(x, BOneT) for x in subterms(term)) == bones
+    assert_gradients_match_fd(text, [[1.5, 0.5, 2.5]])
+
+
+# A gather read of an array of pairs, of sums or of arrays: the fresh variable that replaces
+# the read keeps the read's type, which the rules of fst, snd, case and map read
+# (chad/arrays/transform.py, extract_gathers). Gradients against central differences.
+@pytest.mark.parametrize("text,args", [
+    ("def f(xs : Array (R * R)) : R = sum (build (length xs) (\\i -> fst (xs ! i) * snd (xs ! i)))",
+     [[(1.5, 0.5), (2.5, 1.0)]]),
+    ("def f(xs : Array (R * R)) : R = sum (build (length xs) (\\i -> fst (xs ! i)))",
+     [[(1.5, 0.5), (2.5, 1.0)]]),
+    ("def f(xs : Array (R + R)) : R = sum (build (length xs) (\\i -> "
+     "case xs ! i of { inl a -> a * a | inr b -> b }))", "sums"),
+    ("def f(xs : Array (Array R)) : R = sum (build (length xs) (\\i -> "
+     "sum (map (\\y -> y * y) (xs ! i)) + toreal (length (xs ! i))))", [[[1.5, 0.5], [2.5]]]),
+])
+def test_a_gather_read_of_pairs_sums_or_arrays_matches_finite_differences(text, args):
+    from chad.values import Inj
+
+    if args == "sums":
+        args = [[Inj(0, 1.5), Inj(1, 2.5), Inj(0, -0.5)]]
+    assert_gradients_match_fd(text, args)

@@ -7,7 +7,8 @@ cotangent component; under `naive-ho` the callee is differentiated with `naive-h
 call adds a constant number of steps to the callee's); the value and step count of every
 function node's evaluation rule against the cost table of chad/functions/evaluate.py
 (docs/cost-model.md); analytic gradients through closures in both forms of the efficient
-transform (the literal appendix-C form and the fused form of docs/functions.md).
+transform (the literal appendix-C form and the fused form of docs/functions.md), also for a
+closure that captures a variable bound by let, case, build, map or fold.
 """
 
 from __future__ import annotations
@@ -249,3 +250,44 @@ def test_closure_gradients_in_both_forms(form, text, args, value, grads):
     assert r.value == pytest.approx(value, rel=1e-12)
     if not form:
         assert r.holds
+
+
+# A closure that captures a variable bound by let, case, build (its index), map (its
+# element) or fold (its pair): closure conversion reads the captured variable's type from
+# the transform's context (chad/functions/convert.py; the literal form builds the closure's
+# environment with it), so each binder must push its type there (chad/transform/efficient.py,
+# chad/arrays/transform.py). Gradients in both forms, on the counting evaluator and
+# compiled, against central differences.
+CAPTURES = [
+    # let: x * (x * x)
+    ("def f(x : R) : R = let a = x * x in let g = \\(y : R) -> y * a in g x", [1.5]),
+    # case: x * (x * x)
+    ("def f(x : R) : R = case (inl (x * x) : R + R) of { inl a -> (\\(y : R) -> y * a) x | inr b -> b }",
+     [1.5]),
+    # build: sum of xs ! i * i * xs ! 0, the closure capturing the index i and xs
+    ("def f(xs : Array R) : R = sum (build (length xs) (\\i -> "
+     "let g = \\(y : R) -> y * toreal i * xs ! 0 in g (xs ! i)))", [[1.5, -0.5, 2.0]]),
+    # map: sum of squares, the closure capturing the element
+    ("def f(xs : Array R) : R = sum (map (\\x -> let g = \\(y : R) -> y * x in g x) xs)",
+     [[1.5, -0.5, 2.0]]),
+    # fold: the product, the closure capturing the pair
+    ("def f(xs : Array R) : R = fold (\\p -> let g = \\(y : R) -> y * fst p in g (snd p)) xs",
+     [[1.5, -0.5, 2.0]]),
+]
+
+
+@pytest.mark.parametrize("text,args", CAPTURES)
+def test_a_closure_capturing_a_bound_variable_in_both_forms(form, text, args):
+    from tests.fd import fd_gradient, get
+
+    prog = chad.load(text)
+    d = prog.find(None)
+    f = chad.primal(prog)
+    fd = fd_gradient(lambda a: f(*a), d.params, list(args), 1.0, d.result)
+    assert fd
+    for backend in ("interp", "compiled"):
+        value, grads = chad.grad(prog, backend=backend)(*args)
+        assert value == pytest.approx(f(*args), rel=1e-12)
+        for (i, path), expected in fd.items():
+            assert get(grads[i], path) == pytest.approx(expected, rel=1e-6, abs=1e-6), (backend, i, path)
+    assert chad.cost(prog, args).value == pytest.approx(f(*args), rel=1e-12)

@@ -9,6 +9,11 @@ hand-written section `## Coverage ...` (what was run, and when) is kept too. A f
 this mutants/ directory, e.g. a fresh worktree) keeps its row and its survivors from the
 previous report, marked "(earlier run)", so that a time-boxed run of some files does not
 erase the results of the others.
+
+Options: `--before DIR`, a copy of mutants/ (its *.meta and mutmut-stats.json) taken before
+new tests were added, for the table "Score before"; `--earlier DIR`, another run's mutants/
+directory, whose verdicts stand in for the mutants this run did not check, only in functions
+whose source is unchanged (the same mutmut function hash; the report says how many).
 """
 from __future__ import annotations
 
@@ -81,7 +86,14 @@ def old_report():
     m = re.search(r"^## Coverage.*?(?=^## )", text, re.M | re.S)
     if m:
         coverage = m.group(0).rstrip("\n").splitlines() + [""]
+    m = re.search(r"^" + re.escape(KILLED_AGAIN) + r"(.*)\.$", text, re.M)
+    for part in (m.group(1).split("; ") if m else []):
+        f = part.split(" ", 1)[0]
+        sections[f] += [(name, "killed again", None, None) for name in re.findall(r"`([^`]+)`", part)]
     return counts, before, sections, coverage
+
+
+KILLED_AGAIN = "Killed when run again by name after new tests, in files of an earlier run: "
 
 
 # Reasons that follow from the diff alone (checked by reading each such mutant once).
@@ -98,9 +110,13 @@ AUTO_REASONS = [
 
 
 def auto_reason(name: str, diff: str) -> str | None:
-    changed = [l for l in diff.splitlines() if l.startswith("-")]
+    """The reason of AUTO_REASONS whose pattern the mutant's name matches, or that every
+    removed AND every added line matches (`res = self.fresh("res")` -> `res = None` is
+    not a prefix change)."""
+    removed = [l for l in diff.splitlines() if l.startswith("-")]
+    added = [l for l in diff.splitlines() if l.startswith("+")]
     for pat, reason in AUTO_REASONS:
-        if pat.search(name) or (changed and all(pat.search(l) for l in changed)):
+        if pat.search(name) or (removed and added and all(pat.search(l) for l in removed + added)):
             return reason
     return None
 
@@ -121,12 +137,22 @@ def load_codes(root: Path, f: str) -> dict | None:
     return json.loads(meta.read_text())["exit_code_by_key"] if meta.exists() else None
 
 
-def tally(root: Path, fallback: Path | None = None):
+def function_hashes(root: Path) -> dict:
+    stats = root / "mutmut-stats.json"
+    return json.loads(stats.read_text()).get("function_hashes", {}) if stats.exists() else {}
+
+
+def tally(root: Path, fallback: Path | None = None, earlier: Path | None = None, taken: Counter | None = None):
     """Per file, the Counter of statuses and the survivors. A mutant not checked in this
     run takes its verdict from `fallback` (a snapshot of an earlier run, when only that
-    run's survivors were run again after adding tests)."""
+    run's survivors were run again after adding tests), else from `earlier` (another
+    mutants/ directory) when its function has the same source there (mutmut's function
+    hash in both directories' mutmut-stats.json); `taken` counts those, per file."""
     rows, survivors = [], []
     totals = Counter()
+    if earlier is not None:
+        here = function_hashes(root) or function_hashes(Path("mutants"))
+        there = function_hashes(earlier)
     for f in FILES:
         codes = load_codes(root, f)
         if codes is None:
@@ -135,6 +161,14 @@ def tally(root: Path, fallback: Path | None = None):
         if fallback is not None:
             old = load_codes(fallback, f) or {}
             codes = {k: (v if v is not None else old.get(k)) for k, v in codes.items()}
+        if earlier is not None:
+            old = load_codes(earlier, f) or {}
+            for k, v in codes.items():
+                fn = k.rsplit("__mutmut_", 1)[0]
+                if v is None and old.get(k) is not None and fn in here and here[fn] == there.get(fn):
+                    codes[k] = old[k]
+                    if taken is not None:
+                        taken[f] += 1
         scope = SCOPE.get(f)
         c = Counter()
         for name, code in sorted(codes.items(), key=lambda kv: (kv[0].rsplit("_", 1)[0], int(kv[0].rsplit("_", 1)[1]))):
@@ -170,19 +204,45 @@ HEADER = [
 def main() -> None:
     args = sys.argv[1:]
     before = Path(args[args.index("--before") + 1]) if "--before" in args else None
+    earlier = Path(args[args.index("--earlier") + 1]) if "--earlier" in args else None
     reasons = old_reasons()
-    rows, survivors, totals = tally(Path("mutants"), before)
+    taken = Counter()
+    rows, survivors, totals = tally(Path("mutants"), before, earlier, taken)
     old_counts, old_before, old_sections, coverage = old_report()
     labels = {}
 
-    def carry_over(rows, totals, old):
-        for i, (f, c) in enumerate(rows):
-            if (c is None or c["not checked"] == sum(c.values())) and f in old:
-                rows[i] = (f, old[f])
-                labels[f] = " (earlier run)"
-                totals.update(old[f])
+    killed_again: dict = defaultdict(set)
 
-    carry_over(rows, totals, old_counts)
+    def reruns(f):
+        """This directory's verdicts for f when they are only survivors of the previous
+        report run again by name (after new tests) in a file not run here, else None."""
+        codes = load_codes(Path("mutants"), f) or {}
+        checked = {k: status_by_exit_code[v] for k, v in codes.items() if v is not None}
+        listed = {n: st for n, st, _d, _r in old_sections.get(f, [])}
+        return (checked, listed) if checked and set(checked) <= set(listed) else None
+
+    def carry_over(rows, totals, old, apply_reruns=False):
+        for i, (f, c) in enumerate(rows):
+            if f not in old:
+                continue
+            again = reruns(f)
+            if c is None or c["not checked"] == sum(c.values()) or again:
+                if again and c is not None:
+                    totals.subtract(c)  # tally counted the re-runs as this file's run
+                counts = Counter(old[f])
+                if again and apply_reruns:
+                    checked, listed = again
+                    for k, st in checked.items():
+                        if st in ("killed", "timeout", "segfault", "suspicious"):
+                            if listed[k] != "killed again":  # else the old counts have it
+                                counts[listed[k]] -= 1
+                                counts["killed"] += 1
+                            killed_again[f].add(k)
+                rows[i] = (f, counts)
+                labels[f] = " (earlier run)"
+                totals.update(counts)
+
+    carry_over(rows, totals, old_counts, apply_reruns=True)
     out = [
         "# Mutation report (`make mutate`)",
         "",
@@ -194,6 +254,11 @@ def main() -> None:
         *[line(f, c, labels.get(f, "")) for f, c in rows],
         line("**total**", totals),
         "",
+        *([f"Not checked in this mutants/ directory, and taken from an earlier run's (`--earlier`) for "
+           f"functions whose source is the same there (mutmut's function hash): "
+           + "; ".join(f"{f} {n} mutants" for f, n in taken.items()) + ".", ""] if taken else []),
+        *([KILLED_AGAIN + "; ".join(f"{f} {len(k)} ({', '.join(f'`{n}`' for n in sorted(k))})" for f, k in killed_again.items())
+           + ".", ""] if killed_again else []),
         *coverage,
         "## Surviving mutants",
         "",
@@ -205,13 +270,14 @@ def main() -> None:
         diff = diff_of(name)
         new[f].append((name, status, diff, reason_for(reasons, name, f, diff) or auto_reason(name, diff) or "TODO"))
     for f in FILES:
-        for name, status, diff, reason in (old_sections.get(f, []) if f in labels else new[f]):
+        kept = [x for x in old_sections.get(f, []) if x[0] not in killed_again[f] and x[1] != "killed again"]
+        for name, status, diff, reason in (kept if f in labels else new[f]):
             out += [f"#### `{name}`", "", f"{status} ({f})", "", "```diff", diff, "```",
                     f"reason: {reason}", ""]
     if not survivors and not any(old_sections.get(f) for f in labels):
         out.append("None.")
     if before is not None:
-        brows, bsurv, btotals = tally(before)
+        brows, bsurv, btotals = tally(before, None, earlier)
         carry_over(brows, btotals, old_before)
         out += ["", "## Score before the tests/test_mutants_*.py tests", "",
                 "The same run with the test suite as it was (before the new tests):", "",
