@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import pytest
 import z3
-from attrs import frozen
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
@@ -15,8 +14,7 @@ from chad.api import make_evm
 from chad.arrays.transform import extract_gathers
 from chad.cli import main
 from chad.costmodel.evaluate import Evaluator
-from chad.costmodel.generators import ctg_to_json, programs, sparse_ctgs
-from chad.cotangents import ctg_from_json
+from chad.costmodel.generators import programs, sparse_ctgs
 from chad.linear import phi
 from chad.primitives import PRIMITIVES
 from chad.proofs import symbolic
@@ -26,13 +24,17 @@ from chad.proofs.rules import (
     Instance, core_rules, evaluate_instance, obligations, rule_table, transform,
 )
 from chad.proofs.statements import PROOF_B, PROOF_C, RULE_STEP, TH1_C
-from chad.proofs.symbolic import Concrete, OpaqueCtg, Sub
+from chad.proofs.symbolic import Concrete, Sub
 from chad.terms import (
     ArrayLit, Build, Case, Fold, Fst, Index, Inl, Inr, Iter, Length, Let, LPair, MapA, Pair, Prim,
-    Scan, Snd, Term, Unit, Var, children, free_vars, node, rebuild,
+    Scan, Snd, Unit, Var, children, free_vars, rebuild,
 )
 from chad.transform.common import Context
 from chad.transform.efficient import Chad
+
+from tests.prove_support import (
+    DenseZero, _dense_zero_rule, _holds, _sparse, _value, assert_matches_concrete,
+)
 
 CORE = (Var, Let, Prim, Unit, Pair, Fst, Snd, Inl, Inr, Case, Index, Length, MapA, Build, Iter,
         Scan, ArrayLit, Fold)
@@ -50,17 +52,6 @@ def _proved_shape(t) -> bool:
 
 # ------------------------------------------------------------------ symbolic = concrete
 
-
-def _value(expr, values: dict) -> int:
-    if isinstance(expr, int):
-        return expr
-    subst = [(z3.Int(n), z3.IntVal(v)) for n, v in values.items()]
-    return z3.simplify(z3.substitute(expr, *subst) if subst else expr).as_long()
-
-
-def _holds(b, values: dict) -> bool:
-    subst = [(z3.Int(n), z3.IntVal(v)) for n, v in values.items()]
-    return z3.is_true(z3.simplify(z3.substitute(b, *subst) if subst else b))
 
 
 def _nodes(d, env):
@@ -119,10 +110,6 @@ def _norm(v):
     return v
 
 
-def _sparse(ty, ct, primal):
-    """A generated cotangent as the evaluator's value (arrays' become bags)."""
-    return ctg_from_json(ty, ctg_to_json(ty, ct), primal=primal)
-
 
 @settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
 @given(st.one_of(programs(max_depth=3), programs(max_depth=3, arrays=True),
@@ -169,20 +156,8 @@ def test_symbolic_costs_instantiated_are_the_concrete_counts(case, data):
     backing = Concrete(Evaluator(evm=make_evm("spec")), sources, derivs)
     se, ob = evaluate_instance(inst, type(t).__name__, concrete=backing, ctg=ctg,
                                denvin=denvin, env=env, target=target, subs=subs)
-    assert ob.error is None, ob.error
-    vals = se.values
-    assert _value(ob.P, vals) == primal_cost
-    assert _value(ob.parts["crun"], vals) == crun
-    assert _value(ob.parts["ccall"], vals) == ccall
-    assert _value(ob.parts["cmonad"], vals) == cmonad
-    assert _value(ob.parts["phi_ctg"], vals) == phi(ctg)
-    assert _value(ob.parts["phi_in"], vals) == sum(map(phi, denvin))
-    assert _value(ob.parts["phi_out"], vals) == sum(map(phi, denvout))
-    assert repr(list(ob.parts["out"])) == repr(list(denvout))
-    for h in ob.hyps:
-        assert _holds(h, vals), h
-    for lhs, P, _mult in ob.sub_hyps:
-        assert _value(lhs, vals) <= TH1_C * _value(P, vals)
+    assert_matches_concrete(se, ob, primal_cost=primal_cost, crun=crun, ccall=ccall,
+                            cmonad=cmonad, ctg=ctg, denvin=denvin, denvout=denvout)
 
 
 # ------------------------------------------------------------------ the obligations
@@ -334,18 +309,6 @@ class FiveMore(Chad):
     def pair(self, t):
         return Let(self.fresh("five"), Fst(Pair(Unit(), Unit())), super().pair(t))
 
-
-@node()
-@frozen
-class DenseZero(Term):
-    """A dense zero of type ty (naive CHAD, §4): size(ty) steps, potential size(ty)."""
-
-    ty: object
-
-
-def _dense_zero_rule(se, t, env):
-    s = se.sym("size", lo=1)
-    return OpaqueCtg(None, s), s
 
 
 class DenseFst(Chad):

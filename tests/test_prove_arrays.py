@@ -22,13 +22,12 @@ from chad.api import make_evm
 from chad.costmodel.evaluate import Evaluator
 from chad.costmodel.generators import ctg_to_json, sparse_ctgs
 from chad.cotangents import ctg_from_json
-from chad.linear import phi
 from chad.proofs import symbolic
 from chad.proofs.cli import prove_rules
 from chad.proofs.gather_rules import SubRead
 from chad.proofs.literal_rules import GEN_CHECK, SymbolRoles, literal, literal_obligations
 from chad.proofs.rules import Instance, evaluate_instance, rule_table, transform
-from chad.proofs.statements import PROOF_B, PROOF_C, TH1_C
+from chad.proofs.statements import PROOF_B, PROOF_C
 from chad.proofs.symbolic import Concrete, Sub
 from chad.terms import (
     ArrayLit, Build, Fold, Fst, Index, Let, Pair, Prim, Snd, Unit, Var, children,
@@ -37,7 +36,9 @@ from chad.transform.common import Context
 from chad.transform.efficient import Chad
 from chad.types import ArrayT, Prod, R, Z
 
-from test_prove import DenseZero, _dense_zero_rule, _holds, _value
+from tests.prove_support import (
+    DenseZero, _dense_zero_rule, assert_matches_concrete,
+)
 
 chad.features.load()
 
@@ -149,20 +150,8 @@ def _check_concrete(t, inst, sources, env, ctx, data):
     backing = Concrete(Evaluator(evm=make_evm("spec")), sources, derivs)
     se, ob = evaluate_instance(inst, "concrete", concrete=backing, ctg=ctg, denvin=denvin,
                                env=env, target=target, subs=subs)
-    assert ob.error is None, ob.error
-    vals = se.values
-    assert _value(ob.P, vals) == primal_cost
-    assert _value(ob.parts["crun"], vals) == crun
-    assert _value(ob.parts["ccall"], vals) == ccall
-    assert _value(ob.parts["cmonad"], vals) == cmonad
-    assert _value(ob.parts["phi_ctg"], vals) == phi(ctg)
-    assert _value(ob.parts["phi_in"], vals) == sum(map(phi, denvin))
-    assert _value(ob.parts["phi_out"], vals) == sum(map(phi, denvout))
-    assert repr(list(ob.parts["out"])) == repr(list(denvout))
-    for h in ob.hyps:
-        assert _holds(h, vals), h
-    for lhs, P, _mult in ob.sub_hyps:
-        assert _value(lhs, vals) <= TH1_C * _value(P, vals)
+    assert_matches_concrete(se, ob, primal_cost=primal_cost, crun=crun, ccall=ccall,
+                            cmonad=cmonad, ctg=ctg, denvin=denvin, denvout=denvout)
 
 
 # ------------------------------------------------------------------ fold: symbolic = concrete

@@ -31,9 +31,8 @@ from chad.proofs.symbolic import Concrete, Sub
 from chad.terms import App, Call, Case, Fst, Lam, Let, Pair, Unit, children, free_vars, rebuild
 from chad.transform.common import Context
 from chad.transform.efficient import Chad
-from chad.types import Fun
 
-from tests.test_prove import _holds, _sparse, _value
+from tests.prove_support import _holds, _sparse, _value, assert_matches_concrete
 
 FUNCTION_RULES = ("lam", "lam closure", "var captured", "app", "def", "def call")
 
@@ -165,20 +164,8 @@ def test_function_nodes_symbolic_costs_are_the_concrete_counts(seed, data):
     backing = Concrete(Evaluator(defs, evm=make_evm("spec")), sources, derivs)
     se, ob = evaluate_instance(inst, type(t).__name__, concrete=backing, ctg=ctg,
                                denvin=denvin, env=env, target=target, subs=subs)
-    assert ob.error is None, ob.error
-    vals = se.values
-    assert _value(ob.P, vals) == primal_cost
-    assert _value(ob.parts["crun"], vals) == crun
-    assert _value(ob.parts["ccall"], vals) == ccall
-    assert _value(ob.parts["cmonad"], vals) == cmonad
-    assert _value(ob.parts["phi_ctg"], vals) == _phi_star(ctg)
-    assert _value(ob.parts["phi_in"], vals) == sum(map(_phi_star, denvin))
-    assert _value(ob.parts["phi_out"], vals) == sum(map(_phi_star, denvout))
-    assert repr(list(ob.parts["out"])) == repr(list(denvout))
-    for h in ob.hyps:
-        assert _holds(h, vals), h
-    for lhs, P, _mult in ob.sub_hyps:
-        assert _value(lhs, vals) <= TH1_C * _value(P, vals)
+    assert_matches_concrete(se, ob, primal_cost=primal_cost, crun=crun, ccall=ccall,
+                            cmonad=cmonad, ctg=ctg, denvin=denvin, denvout=denvout, potential=_phi_star)
 
 
 # ------------------------------------------------------------------ the obligations
