@@ -17,7 +17,7 @@ compiler's vectorisation (chad/compile/vectorise.py, docs/compiler.md,
 from __future__ import annotations
 
 from chad.compile.vectorise import (
-    BVal, Batcher, NotBatchable, _comment, _real_literal, back_function, elem_kind, nesting,
+    BVal, Batcher, NotBatchable, _real_literal, abandon, back_function, elem_kind, nesting,
     vectorise_loop,
 )
 from chad.linear import LR
@@ -242,14 +242,7 @@ def _forward_pairs(gen, t, operand: str, label: str, holder: str) -> str | None:
         gen.emit("else:")
         gen.emit(f"    {result} = {lazy}()")
     except NotBatchable as why:
-        del block.lines[mark:]
-        gen.indent = indent
-        for key in gen.proj_log[pmark:]:
-            gen.proj.pop(key, None)
-        del gen.proj_log[pmark:]
-        gen.env.clear()
-        gen.env.update(env)
-        gen.emit(f"# {label}: per-element loop ({_comment(str(why))})")
+        abandon(gen, block, mark, indent, pmark, env, label, why)
         return None
     gen.blocks.extend(b.pending)
     return result

@@ -280,14 +280,7 @@ def vectorise_loop(gen, t, make) -> str | None:
         arr = make(b)
         out = materialise(b, arr, t)
     except NotBatchable as why:
-        del block.lines[mark:]
-        gen.indent = indent
-        for key in gen.proj_log[pmark:]:
-            gen.proj.pop(key, None)
-        del gen.proj_log[pmark:]
-        gen.env.clear()
-        gen.env.update(env)
-        gen.emit(f"# {label}: per-element loop ({_comment(str(why))})")
+        abandon(gen, block, mark, indent, pmark, env, label, why)
         return None
     gen.indent = indent
     block.lines.insert(mark, "    " * indent + f"# {label}: vectorised")
@@ -296,6 +289,21 @@ def vectorise_loop(gen, t, make) -> str | None:
 
 
 _LABELS = {"MapA": "map"}
+
+
+def abandon(gen, block, mark: int, indent: int, pmark: int, env: dict, label: str,
+            why: NotBatchable) -> None:
+    """Undo a batching attempt: drop the lines it emitted after `mark` and the
+    projections it recorded after `pmark`, restore the indentation and the
+    environment, and say in a comment why the node runs as a per-element loop."""
+    del block.lines[mark:]
+    gen.indent = indent
+    for key in gen.proj_log[pmark:]:
+        gen.proj.pop(key, None)
+    del gen.proj_log[pmark:]
+    gen.env.clear()
+    gen.env.update(env)
+    gen.emit(f"# {label}: per-element loop ({_comment(str(why))})")
 
 
 def _comment(text: str) -> str:
