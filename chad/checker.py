@@ -44,10 +44,11 @@ See docs/type-checker.md for the rules, the inference and its messages.
 from __future__ import annotations
 
 import difflib
+from types import GeneratorType
 
 import attrs
 
-from .deep import run_deep
+from .deep import in_deep_work, run_shallow
 from .errors import TypeCheckError
 from .infer import (
     HOLE, PREC_SUM, Conflict, Hole, TVar, Unifier, conflict_reason, find, for_display, has_hole,
@@ -271,7 +272,40 @@ class _Checker:
 
         An expected type that is a unification variable (free or bound) is not
         passed to the rule: the rule infers, and its type is unified with the
-        variable afterwards, so that a clash names the place that bound it."""
+        variable afterwards, so that a clash names the place that bound it.
+
+        The rules of lets and primitives (the spines of a chain of 10,000 lets
+        and of a sum of 10,000 terms) are generators that yield each
+        (sub-term, expected type, context) to elaborate and get its result
+        back; they run here on an explicit stack, so those spines need no deep
+        Python stack. The other rules call elab (recursion)."""
+        steps = self._elab_steps(t, exp, ctx)
+        stack = [steps]
+        value, error = None, None
+        while True:
+            try:
+                if error is not None:
+                    exc, error = error, None
+                    job = stack[-1].throw(exc)
+                else:
+                    job = stack[-1].send(value)
+            except StopIteration as done:
+                stack.pop()
+                if not stack:
+                    return done.value
+                value = done.value
+                continue
+            except BaseException as exc:  # handed to the rule that asked, if any
+                stack.pop()
+                if not stack:
+                    raise
+                error = exc
+                continue
+            stack.append(self._elab_steps(*job))
+            value = None
+
+    def _elab_steps(self, t: Term, exp: Type, ctx: Ctx):
+        """elab(t, exp, ctx) as a generator (see elab)."""
         saved = self._loc
         loc = getattr(t, "loc", None)
         if loc is not None:
@@ -282,6 +316,8 @@ class _Checker:
                 raise self.error(f"{type(t).__name__} is not a form of the source language", t)
             n_dirty = self._n_dirty
             out = method(self, t, HOLE if type(exp) is TVar else exp, ctx)
+            if type(out) is GeneratorType:
+                out = yield from out
             if exp is not HOLE:
                 ty = out.ty
                 if ty is not exp and ty != exp:
@@ -392,12 +428,47 @@ class _Checker:
         return self.error(msg, org)
 
     def synth(self, t: Term) -> bool:
-        """Can `t` be elaborated with no expected type? (A guide for ordering.)"""
-        key = id(t)
-        r = self._synth.get(key)
-        if r is None:
-            r = self._synth[key] = self._compute_synth(t)
+        """Can `t` be elaborated with no expected type? (A guide for ordering.)
+        A loop down the sub-term that decides (a let's body, the first operand
+        of an overloaded operator, ...), then back up: a spine as deep as the
+        program needs no deep Python stack."""
+        memo = self._synth
+        waiting: list = []  # (node, how its answer follows from the sub-term's)
+        while True:
+            r = memo.get(id(t))
+            if r is not None:
+                break
+            nxt = self._synth_next(t)
+            if nxt is None:
+                r = memo[id(t)] = self._compute_synth(t)
+                break
+            how, sub = nxt
+            waiting.append((t, how))
+            t = sub
+        while waiting:
+            node, how = waiting.pop()
+            if how == "and":
+                r = r and self.synth(node.arg.right if type(node) is Prim else node.right)
+            elif how == "or":
+                r = r or self.synth(node.arg.right)
+            memo[id(node)] = r
         return r
+
+    def _synth_next(self, t: Term):
+        """For the forms whose answer is that of one sub-term (`same`), or that
+        sub-term's and/or another's: (how, that sub-term); else None."""
+        cls = type(t)
+        if cls is Let:
+            return "same", t.body
+        if cls is Fst or cls is Snd:
+            return "same", t.expr
+        if cls is Pair:
+            return "and", t.left
+        if cls is Prim:
+            p = PRIMITIVES.get(t.op)
+            if p is not None and p.int_variant is not None and isinstance(t.arg, Pair):
+                return "or", t.arg.left
+        return None
 
     def _compute_synth(self, t: Term) -> bool:
         match t:
@@ -511,10 +582,10 @@ class _Checker:
             msg += f"; did you mean {close[0]}?"
         return msg
 
-    def _let(self, t: Let, exp, ctx):
-        rhs = self.elab(t.rhs, HOLE, _NO_CTX)
+    def _let(self, t: Let, exp, ctx):  # a generator: see elab
+        rhs = yield t.rhs, HOLE, _NO_CTX
         old = self.bind(t.name, rhs.ty)
-        body = self.elab(t.body, exp, ctx)
+        body = yield t.body, exp, ctx
         self.unbind(t.name, old)
         return attrs.evolve(t, rhs=rhs, body=body, ty=body.ty)
 
@@ -774,7 +845,7 @@ class _Checker:
         self.unbind(t.name, old)
         return attrs.evolve(t, body=body, arr=arr, ty=ArrayT(body.ty))
 
-    def _prim(self, t: Prim, exp, ctx):
+    def _prim(self, t: Prim, exp, ctx):  # a generator: see elab
         op = t.op
         p = PRIMITIVES.get(op)
         if p is not None and p.derivative is None:
@@ -785,8 +856,8 @@ class _Checker:
             raise self.error(f"unknown primitive {op}", t)
         sym = _symbol(op)
         if p is not None and p.int_variant is not None:
-            arg, base = self._overloaded_arg(t, sym, isinstance(p.arg, Prod),
-                                             isinstance(p.arg, ArrayT))
+            arg, base = yield from self._overloaded_arg(t, sym, isinstance(p.arg, Prod),
+                                                        isinstance(p.arg, ArrayT))
             if type(base) is TVar:  # R or Z: the variant is chosen when the def is resolved
                 res = p.res if p.res == PRIMITIVES[p.int_variant].res else base
                 return attrs.evolve(t, arg=arg, ty=res)
@@ -797,8 +868,8 @@ class _Checker:
             return self._right_overloaded(t, p, sym)
         arg_ty, res = sig
         if isinstance(arg_ty, Prod) and isinstance(t.arg, Pair):
-            left = self.elab(t.arg.left, arg_ty.left, Ctx(f"the first argument of {sym}"))
-            right = self.elab(t.arg.right, arg_ty.right, Ctx(f"the second argument of {sym}"))
+            left = yield t.arg.left, arg_ty.left, Ctx(f"the first argument of {sym}")
+            right = yield t.arg.right, arg_ty.right, Ctx(f"the second argument of {sym}")
             arg = attrs.evolve(t.arg, left=left, right=right, ty=Prod(left.ty, right.ty))
         else:
             where = sym if op in ("LIT", "ILIT") else f"the argument of {sym}"
@@ -839,7 +910,8 @@ class _Checker:
 
     def _overloaded_arg(self, t: Prim, sym: str, binary: bool, array: bool = False):
         """Elaborate the argument of an R/Z operator (of an Array R / Array Z one
-        with `array`); return it and R, Z or a variable constrained to them."""
+        with `array`); return it and R, Z or a variable constrained to them. A
+        generator: the operands of a pair are yielded to elab (see elab)."""
         if array:
             arg = self.elab(t.arg, HOLE, _NO_CTX)
             msg = (lambda _: f"{sym} needs Array R or Array Z, found {show(arg.ty)}")
@@ -875,7 +947,7 @@ class _Checker:
         sides = [pair.left, pair.right]
         first = 0 if self.synth(pair.left) or not self.synth(pair.right) else 1
         second = 1 - first
-        sides[first] = self.elab(sides[first], HOLE, _NO_CTX)
+        sides[first] = yield sides[first], HOLE, _NO_CTX
         base = sides[first].ty
         if base is not R and base is not Z and base != R and base != Z:
             base = self._number(base, sym, sides[first], lambda s: (
@@ -883,7 +955,7 @@ class _Checker:
         if type(base) is TVar:
             # the first operand's type is not known yet: the second's decides it,
             # as if the first were used at the second's type
-            sides[second] = self.elab(sides[second], HOLE, _NO_CTX)
+            sides[second] = yield sides[second], HOLE, _NO_CTX
             saved = self._loc
             self._loc = getattr(sides[first], "loc", None) or saved
             try:
@@ -894,8 +966,8 @@ class _Checker:
             base = resolve(base)
         else:  # (a variable bound to R or Z is passed on, for the message of a clash)
             first_ty = sides[first].ty
-            sides[second] = self.elab(sides[second], first_ty if type(first_ty) is TVar
-                                      else base, Ctx(f"the {_ORD[second]} argument of {sym}"))
+            sides[second] = yield (sides[second], first_ty if type(first_ty) is TVar
+                                   else base, Ctx(f"the {_ORD[second]} argument of {sym}"))
         arg = attrs.evolve(pair, left=sides[0], right=sides[1], ty=Prod(base, base))
         return arg, base
 
@@ -930,8 +1002,10 @@ _RULES = {
 
 
 def check_program(prog: Program) -> Program:
-    """Type-check every def, in order; return the checked program (module doc)."""
-    return run_deep(_check_program, prog)
+    """Type-check every def, in order; return the checked program (module doc).
+    On the caller's thread (a chain of lets is a loop), or on a big-stack
+    thread for a program nested too deeply for its stack (chad.deep.run_shallow)."""
+    return run_shallow(_check_program, prog)
 
 
 def _too_deep(source) -> TypeCheckError:
@@ -956,6 +1030,8 @@ def _check_program(prog: Program) -> Program:
             body = checker.elab(d.body, d.result, Ctx(f"the result of def {d.name}"))
             body = checker.resolve_term(body)
         except RecursionError:
+            if not in_deep_work():
+                raise  # run_shallow checks it again on a big-stack thread
             raise _too_deep(prog.source) from None
         nd = attrs.evolve(d, body=body)
         checked[d.name] = nd
@@ -970,14 +1046,16 @@ def check_term(term: Term, env: dict[str, Type], defs: dict[str, Def] | None = N
     With `expected` the term is checked against it, otherwise its type is inferred.
     Returns the elaborated term (see check_program); raises TypeCheckError.
     """
-    checker = _Checker(dict(defs or {}))
-    checker.env = dict(env)
     exp = HOLE if expected is None else expected
 
     def go():
+        checker = _Checker(dict(defs or {}))  # anew if it runs again
+        checker.env = dict(env)
         try:
             return checker.resolve_term(checker.elab(term, exp, _NO_CTX))
         except RecursionError:
+            if not in_deep_work():
+                raise  # run_shallow checks it again on a big-stack thread
             raise _too_deep(None) from None
 
-    return run_deep(go)
+    return run_shallow(go)

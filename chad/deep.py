@@ -1,8 +1,11 @@
 """Run deeply recursive work (10,000 nested lets) without hitting Python's limits.
 
-Parsing, checking, transforming and evaluating all recurse over terms. Rather than
-rewrite each of them as an explicit-stack loop, every entry point runs its work in
-a thread with a large C stack and a high recursion limit.
+The counting evaluator (and the printer, the cost model, ...) recurse over terms:
+their entry points run the work in a thread with a large C stack and a high
+recursion limit (`run_deep`). The compiler's passes (parsing, checking, the
+transformations, the simplifier, the code generator) walk the spines of deep
+programs with loops instead, and run on the caller's thread, falling back to
+`run_deep` only for a program nested some other way (`run_shallow`, below).
 
 A library runs inside someone else's process, so the process-wide settings this
 needs are changed only while they are needed and restored before returning:
@@ -28,6 +31,11 @@ needs are changed only while they are needed and restored before returning:
 
 A thread outside deep work must not rely on a limit raised for others: it drops
 back when their work ends. `reliable_recursion_limit()` is the limit it can rely on.
+
+`run_shallow(fn, ...)` tries fn on the calling thread first and uses run_deep
+only if that raises RecursionError: for the passes that walk the spines of deep
+programs with loops (parsing, checking, the transformation, the simplifier and
+the code generator, docs/compiler.md "Deep programs").
 """
 
 from __future__ import annotations
@@ -54,6 +62,34 @@ def mark_deep_thread() -> None:
     """Mark the current thread as a big-stack one (e.g. a runtime's pool
     thread): run_deep then runs inline in it."""
     _local.deep = True
+
+
+def in_deep_work() -> bool:
+    """Whether the calling thread is a big-stack one (run_deep's, or marked)."""
+    return getattr(_local, "deep", False)
+
+
+def run_shallow(fn: Callable[..., T], *args) -> T:
+    """fn(*args) on the calling thread, with its recursion limit; if that raises
+    RecursionError, fn(*args) again with run_deep. For passes that walk the
+    spines of deep programs (a chain of 10,000 lets, a sum of 10,000 terms)
+    with loops, so that only a program nested some other way (20,000
+    parentheses) needs the big-stack thread. fn must have no effect that a
+    second call would see (the passes build new terms). The first attempt runs
+    only when the calling thread's limit is its own: while other threads' deep
+    work holds the raised limit, a recursion on this thread's stack could
+    exceed what the stack holds, so fn goes to run_deep at once. The cyclic
+    garbage collector is paused during the attempt, as run_deep does."""
+    if getattr(_local, "deep", False) or sys.getrecursionlimit() != reliable_recursion_limit():
+        return run_deep(fn, *args)
+    _pause_gc()
+    try:
+        return fn(*args)
+    except RecursionError:
+        pass
+    finally:
+        _resume_gc()
+    return run_deep(fn, *args)
 
 
 def run_deep(fn: Callable[..., T], *args, **kwargs) -> T:

@@ -7,8 +7,9 @@
 A hand-written recursive-descent parser (binary operators by precedence climbing)
 that desugars while it parses, exactly per the table of docs/language.md. See
 docs/parser.md for the precedence table, the desugaring and the rules below.
-Small inputs are parsed in the caller's thread; large ones in chad.deep's
-big-stack thread (10,000 nested lets are fine).
+Inputs are parsed in the caller's thread (chains of lets and of operators are
+loops: 10,000 nested lets are fine); an input nested too deeply for its stack
+(thousands of parentheses) is parsed again in chad.deep's big-stack thread.
 
 * Every node carries `loc`: the position of its first token.
 * `g(e1, ..., en)` is a `Call` when `g` is a def defined above the current one and
@@ -28,7 +29,7 @@ from __future__ import annotations
 
 import sys
 
-from .deep import reliable_recursion_limit, run_deep
+from .deep import in_deep_work, reliable_recursion_limit, run_deep, run_shallow
 from .errors import ParseError
 from .lexer import (CALL2, EOF, INT, KW, NAME, PREFIX1, PREFIX2, REAL, SYM, Token,
                     error_source, tokenize)
@@ -710,6 +711,8 @@ def _guarded(fn, text, file, *args):
     except ParseError:
         raise
     except RecursionError:
+        if not in_deep_work():
+            raise  # run_shallow parses it again on a big-stack thread
         raise ParseError("the input is nested too deeply to parse") from None
     except Exception as exc:  # a bug in the parser: still a ParseError, but marked
         err = ParseError(f"internal error in the parser ({type(exc).__name__}: {exc}); "
@@ -737,16 +740,14 @@ def run_maybe_deep(fn, frames: int, *args):
     return run_deep(fn, *args)
 
 
-# One nesting level of the grammar costs at most 14 frames (a parenthesis inside
-# the right operand of `*` inside that of `+` inside that of `<`), a type level 5.
-_FRAMES_PER_TOKEN = 14
 
 
 def _entry(fn, text, file, *extra):
     text = _as_text(text, file)
     toks = _guarded(tokenize, text, file)  # a loop, no recursion
-    frames = _FRAMES_PER_TOKEN * len(toks) + 50
-    return run_maybe_deep(_guarded, frames, fn, text, file, toks, *extra)
+    # chains of lets and operators are loops: on this thread, unless the input
+    # is nested too deeply for its stack (then on a big-stack thread)
+    return run_shallow(_guarded, fn, text, file, toks, *extra)
 
 
 def _program(text: str, file: str, toks) -> Program:

@@ -83,32 +83,66 @@ def _pair(a, b):
     return Pair(a, b)
 
 
-def test_ten_thousand_nested_lets_run_compiled_with_the_default_limit_and_no_thread():
-    """Compiled once; then the call runs on this thread, with Python's default
-    recursion limit, and starts no thread (run in a fresh interpreter)."""
+def test_deep_programs_compile_and_run_with_the_default_limit_and_no_thread():
+    """10,000 nested lets and a sum of 10,000 terms: parsed, checked,
+    transformed, simplified, compiled and run (grad and vjp) on this
+    thread with Python's default recursion limit, no thread ever started (in a
+    fresh interpreter, Thread.start recording every call); then the
+    interpreter's results (which may use its big-stack threads)."""
     script = f"""
 import sys, threading
 sys.path.insert(0, {ROOT!r})
+assert sys.getrecursionlimit() == 1000, sys.getrecursionlimit()
 import chad
-from tests.test_deep import nested_lets
-g = chad.grad(nested_lets(10000))           # compiles (on a big-stack thread)
-sys.setrecursionlimit(1000)
+from tests.test_deep import nested_lets, long_sum
 started = []
 real_start = threading.Thread.start
-threading.Thread.start = lambda self: started.append(self) or real_start(self)
-value, (dx,) = g(1.0)
+threading.Thread.start = lambda self: started.append(self.name) or real_start(self)
+threads = threading.active_count()
+out = []
+for make in (nested_lets, long_sum):
+    text = make(10000)
+    value, (dx,) = chad.grad(text)(2.0)
+    v2, backprop = chad.vjp(text)(2.0)
+    (dx2,) = backprop(1.5)
+    out.append((value, dx, v2, dx2))
 assert not started, started
+assert threading.active_count() == threads
 assert sys.getrecursionlimit() == 1000
-ref = chad.grad(nested_lets(10000), backend="interp")(1.0)
-print(value, dx, ref == (value, (dx,)))
+for make, (value, dx, v2, dx2) in zip((nested_lets, long_sum), out):
+    ref_value, (ref_dx,) = chad.grad(make(10000), backend="interp")(2.0)
+    assert (value, dx) == (ref_value, ref_dx), (value, dx, ref_value, ref_dx)
+    assert v2 == ref_value and dx2 == 1.5 * ref_dx
+    print(make.__name__, value, dx)
 """
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                         timeout=600, cwd=ROOT)
+                         timeout=1200, cwd=ROOT)
     assert out.returncode == 0, out.stderr[-2000:]
-    value, dx, same = out.stdout.split()
-    assert same == "True"
-    assert float(value) == pytest.approx(1.0 + 0.5 * 9999)
-    assert float(dx) == 1.0
+    lets, total = (line.split() for line in out.stdout.split("\n")[:2])
+    assert lets[0] == "nested_lets" and float(lets[1]) == pytest.approx(2.0 + 0.5 * 9999)
+    assert float(lets[2]) == 1.0
+    assert total[0] == "long_sum" and float(total[1]) == 20000.0 and float(total[2]) == 10000.0
+
+
+def test_a_program_nested_another_way_compiles_on_a_big_stack_thread(monkeypatch):
+    """Nested parentheses (not a spine the passes loop over): the passes run out
+    of this thread's stack and run again on a big-stack thread (run_shallow);
+    the result is the interpreter's."""
+    n = 3000
+    text = "def f(x : R) : R = " + "sin (" * n + "x" + ")" * n + "\n"
+    backend.clear_cache()
+    started = []
+    real_start = threading.Thread.start
+
+    def start(self):
+        started.append(self.name)
+        return real_start(self)
+
+    monkeypatch.setattr(threading.Thread, "start", start)
+    got = chad.grad(text)(0.5)
+    monkeypatch.undo()
+    assert "chad-deep" in started
+    assert got == chad.grad(text, backend="interp")(0.5)
 
 
 @pytest.mark.parametrize("evm", ["map", "parallel"])

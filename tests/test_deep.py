@@ -76,3 +76,25 @@ def test_gradient_of_100000_nested_lets_in_a_subprocess():
             "assert abs(g - 1.0001 ** n) < 1e-6 * g, g\n")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, (r.returncode, r.stderr[-1000:])
+
+
+def test_the_compiler_gives_what_its_recursive_passes_gave():
+    """The passes that loop over the spines of deep programs make exactly what
+    their recursive versions made: the fingerprints of the simplified gradient
+    term and of every generated module (primal, grad on three transforms, vjp
+    on two runtimes, jvp) of 90 programs (the examples, 300 nested lets, a sum
+    of 300 terms, generated programs of every family), recorded by the
+    recursive versions in tests/golden/compiled_identity.json."""
+    import sys
+
+    from tests.golden.compiled_identity import FILE, fingerprints
+
+    with open(FILE) as fh:
+        data = json.load(fh)
+    assert len(data["programs"]) >= 80
+    limit = sys.getrecursionlimit()
+    differ = [(name, what) for name, text in data["programs"].items()
+              for what, fp in fingerprints(text).items()
+              if data["fingerprints"][name].get(what) != fp]
+    assert sys.getrecursionlimit() == limit
+    assert not differ, differ[:10]

@@ -12,10 +12,13 @@ simplifier sees the backpropagator where it is applied and can inline it. R is
 the runtime: with "array" the EVM is inlined (chad/compile/codegen.py), with
 "map" or "parallel" the generated code calls the runtime's EVM interface.
 
-Compilation (transform, simplify, generate, `compile`) runs on a big-stack
-thread (chad/deep.py); the generated functions run on the caller's thread. The
-counting evaluator never sees simplified terms: step counts are the reference
-evaluator's alone.
+Compilation (transform, simplify, generate, `compile`) runs on the caller's
+thread: the passes walk the spines of deep programs (10,000 nested lets, a sum
+of 10,000 terms) with loops. Only if a pass raises RecursionError there (a
+program nested some other way: 20,000 parentheses) does it run again on a
+big-stack thread (chad/deep.py, run_shallow). The generated functions run on
+the caller's thread. The counting evaluator never sees simplified terms: step
+counts are the reference evaluator's alone.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ import threading
 import types
 from collections import OrderedDict
 
-from chad.deep import run_deep
+from chad.deep import in_deep_work, run_shallow
 from chad.errors import ChadError, UsageError
 from chad.runtime.registry import make_evm
 from chad.terms import Call, Def, Fst, Let, Pair, Program, Var, subterms
@@ -134,12 +137,16 @@ def _generate(prog: Program, params: list[str], term, runtime: str, simplify: bo
     except ChadError:
         raise
     except Exception as e:  # a bug of the compiler: reported where it happened
+        if isinstance(e, RecursionError) and not in_deep_work():
+            raise  # run_shallow runs it again on a big-stack thread
         raise CompileError(f"while compiling {label}: {type(e).__name__}: {e}",
                            gen.last_loc or getattr(term, "loc", None)) from e
     source = header(label, runtime, simplify) + gen.source()
     try:
         code = compile(source, f"<chad compiled {label}>", "exec")
     except (SyntaxError, RecursionError, MemoryError, ValueError) as e:
+        if isinstance(e, RecursionError) and not in_deep_work():
+            raise
         raise CompileError(f"the generated Python for {label} does not compile: {e}",
                            getattr(term, "loc", None)) from None
     exec(code, gen.ns)
@@ -178,16 +185,15 @@ def _cached(key, build):
 
 
 def _term(key, build, simplify: bool, defs: dict | None = None):
-    """The term build() makes (on a big-stack thread), with its calls inlined
-    and simplified when asked, cached under key: shared by the modules of the
-    three runtimes."""
+    """The term build() makes, with its calls inlined and simplified when
+    asked, cached under key: shared by the modules of the three runtimes."""
     def make():
-        t = run_deep(build)
+        t = run_shallow(build)
         if not simplify:
             return t
         if defs:
-            t = run_deep(inline, t, defs)
-        return run_deep(_simplify, t)  # cached under key: t itself need not be kept
+            t = run_shallow(inline, t, defs)
+        return _simplify(t)  # cached under key: t itself need not be kept
 
     return _lru(_terms, key, make)
 
@@ -199,13 +205,30 @@ def clear_cache() -> None:
         _terms.clear()
 
 
+class _Same:
+    """A program in a cache key, compared and hashed by identity: hashing the
+    Program itself would hash every term of it (a recursion as deep as the
+    program); holding it keeps its id from being reused."""
+
+    __slots__ = ("obj",)
+
+    def __init__(self, obj) -> None:
+        self.obj = obj
+
+    def __eq__(self, other) -> bool:
+        return type(other) is _Same and other.obj is self.obj
+
+    def __hash__(self) -> int:
+        return id(self.obj)
+
+
 def _key(prog: Program, d: Def, *rest):
     # a program given as text is parsed anew by each API call: its source and
     # file identify it; a Program built in Python is identified by the object
     rest = rest + (_vectorise[0],)
     if prog.source is not None:
         return (prog.source, prog.file, d.name) + rest
-    return (id(prog), d.name) + rest
+    return (_Same(prog), d.name) + rest
 
 
 _vectorise = [True]
@@ -240,13 +263,12 @@ def _defs(prog: Program) -> dict | None:
 
 def primal_module(prog: Program, d: Def, simplify: bool = True) -> Module:
     """The def's body as a function of its parameters."""
-    keep = None if prog.source else prog
 
     def build():
-        body = _term(_key(prog, d, "primal body", simplify, keep), lambda: d.body, simplify)
-        return run_deep(_generate, prog, [p.name for p in d.params], body, "array",
+        body = _term(_key(prog, d, "primal body", simplify), lambda: d.body, simplify)
+        return run_shallow(_generate, prog, [p.name for p in d.params], body, "array",
                         simplify, f"{d.name}", None, _first_order(d))
-    return _cached(_key(prog, d, "primal", simplify, keep), build)
+    return _cached(_key(prog, d, "primal", simplify), build)
 
 
 def gradient_module(prog: Program, d: Def, transform: str = "efficient",
@@ -254,19 +276,18 @@ def gradient_module(prog: Program, d: Def, transform: str = "efficient",
     """(value, backward result) as a function of the parameters and the cotangent."""
     spec = get_transform(transform)
 
-    keep = None if prog.source else prog
 
     def term():
         fwd = spec.forward_term(d)
         return Let(FORWARD, fwd, Pair(Fst(Var(FORWARD)), spec.backward_term(d, FORWARD)))
 
     def build():
-        t = _term(_key(prog, d, "grad term", transform, simplify, keep), term, simplify,
+        t = _term(_key(prog, d, "grad term", transform, simplify), term, simplify,
                   _defs(prog))
-        return run_deep(_generate, prog, [p.name for p in d.params] + [CTG], t, runtime,
+        return run_shallow(_generate, prog, [p.name for p in d.params] + [CTG], t, runtime,
                         simplify, f"gradient of {d.name} ({transform})", None,
                         runtime == "array" and _first_order(d))
-    return _cached(_key(prog, d, "grad", transform, runtime, simplify, keep), build)
+    return _cached(_key(prog, d, "grad", transform, runtime, simplify), build)
 
 
 def vjp_modules(prog: Program, d: Def, transform: str = "efficient",
@@ -275,20 +296,19 @@ def vjp_modules(prog: Program, d: Def, transform: str = "efficient",
     ((value, backprop), ctg -> backward result)."""
     spec = get_transform(transform)
 
-    keep = None if prog.source else prog
 
     def build():
         evm = evm_for(runtime)  # one EVM: the backward pass runs the forward's actions
-        fwd = _term(_key(prog, d, "forward term", transform, simplify, keep),
+        fwd = _term(_key(prog, d, "forward term", transform, simplify),
                     lambda: spec.forward_term(d), simplify, _defs(prog))
-        forward = run_deep(_generate, prog, [p.name for p in d.params], fwd, runtime,
+        forward = run_shallow(_generate, prog, [p.name for p in d.params], fwd, runtime,
                            simplify, f"forward pass of {d.name} ({transform})", evm)
-        back = _term(_key(prog, d, "backward term", transform, simplify, keep),
+        back = _term(_key(prog, d, "backward term", transform, simplify),
                      lambda: spec.backward_term(d, FORWARD), simplify)
-        backward = run_deep(_generate, prog, [FORWARD, CTG], back, runtime, simplify,
+        backward = run_shallow(_generate, prog, [FORWARD, CTG], back, runtime, simplify,
                             f"backward pass of {d.name} ({transform})", evm)
         return forward, backward
-    return _cached(_key(prog, d, "vjp", transform, runtime, simplify, keep), build)
+    return _cached(_key(prog, d, "vjp", transform, runtime, simplify), build)
 
 
 def jvp_module(prog: Program, d: Def, simplify: bool = True, order: int = 1) -> Module:
@@ -298,11 +318,10 @@ def jvp_module(prog: Program, d: Def, simplify: bool = True, order: int = 1) -> 
     function of tangent_names(params, 2)."""
     from chad.transform.forward import forward_def, tangent_names
 
-    keep = None if prog.source else prog
 
     def build():
-        t = _term(_key(prog, d, "jvp term", order, simplify, keep),
+        t = _term(_key(prog, d, "jvp term", order, simplify),
                   lambda: forward_def(d, order), simplify, _defs(prog))
         params = tangent_names([p.name for p in d.params], order)
-        return run_deep(_generate, prog, params, t, "array", simplify, f"jvp of {d.name}")
-    return _cached(_key(prog, d, "jvp", order, simplify, keep), build)
+        return run_shallow(_generate, prog, params, t, "array", simplify, f"jvp of {d.name}")
+    return _cached(_key(prog, d, "jvp", order, simplify), build)

@@ -27,9 +27,12 @@ support.py `run_rule`), or a function lowering the node with this generator.
 An array node with a vectorised lowering (`register_node(vectorise=...)`,
 chad/compile/vectorise.py) is tried first, as numpy code.
 
-The generator recurses over the term (a let chain in body position is a loop);
-the compiler runs it on a big-stack thread. The code it generates does not
-recurse on the term's depth.
+The generator recurses over the term, but for the spines of deep programs,
+which are loops: a let chain in body position, the left operands of pairs and
+binary primitives (`value`), the `bind (scope ...)` spine of a backward pass and
+`>>` chains (`execute`). The compiler runs it on the caller's thread (on a
+big-stack thread only if that raises RecursionError; docs/compiler.md, "Deep
+programs"). The code it generates does not recurse on the term's depth.
 """
 
 from __future__ import annotations
@@ -60,6 +63,9 @@ class CompileError(ChadError):
     """An internal failure of the compiler, with the program's location."""
 
     kind = "internal compiler error"
+
+
+_LIST = object()  # Gen.execute: a scope whose cell is pushed on a list
 
 
 class _NeedList(Exception):
@@ -372,10 +378,45 @@ class Gen:
     # ------------------------------------------------------------ values
     def value(self, t) -> str:
         """Emit the statements computing t; return an expression of its value
-        (an atom, or a shallow expression over atoms)."""
-        cls = type(t)
-        if t.loc is not None:
-            self.last_loc = t.loc
+        (an atom, or a shallow expression over atoms).
+
+        The left spine of nested pairs and binary primitives (a sum of 10,000
+        terms, a chain of lets inlined into one expression) is walked by a loop:
+        each node waits on `spine` for the atom of its first operand, then its
+        second operand is computed (recursively: that side is shallow), in the
+        order of the recursive definition."""
+        spine: list = []  # (node, its template, or None for a pair)
+        while True:
+            if t.loc is not None:
+                self.last_loc = t.loc
+            cls = type(t)
+            if cls is Pair or cls is LPair:
+                spine.append((t, None))
+                t = t.left
+                continue
+            if cls is Prim and t.op != "LIT" and t.op != "ILIT":
+                template = self._template(t)
+                if template is not None and "{1}" in template and type(t.arg) is Pair:
+                    spine.append((t, template))
+                    t = t.arg.left
+                    continue
+                r = self._prim_value(t, template)
+            else:
+                r = self._value(t, cls)
+            break
+        while spine:
+            node, template = spine.pop()
+            a = self.atom(r)
+            if template is None:
+                b = self.atom(self.value(node.right))
+                r = self._pair(a, b)
+            else:
+                b = self.atom(self.value(node.arg.right))
+                r = template.format(a, b)
+        return r
+
+    def _value(self, t, cls) -> str:
+        """value(t) for a node that is not on a left spine."""
         if cls is Var:
             try:
                 return self.env[t.name]
@@ -383,14 +424,10 @@ class Gen:
                 raise CompileError(f"unbound variable {t.name!r}", t.loc) from None
         if cls is Let:
             return self._let_chain(t, self.value)
-        if cls is Prim:
+        if cls is Prim:  # a literal (value() handles the others)
             return self._prim(t)
         if cls in (Unit, LUnit, LPairZero, LSumZero):
             return "None"
-        if cls is Pair or cls is LPair:
-            a = self.atom(self.value(t.left))
-            b = self.atom(self.value(t.right))
-            return self._pair(a, b)
         if cls is Fst or cls is Snd:
             x = self.atom(self.value(t.expr))
             return self._project(x, 0 if cls is Fst else 1)
@@ -469,15 +506,24 @@ class Gen:
         op = t.op
         if op == "LIT" or op == "ILIT":
             return self.literal(t.const)
-        prim = PRIMITIVES.get(op)
+        return self._prim_value(t, self._template(t))
+
+    def _template(self, t: Prim):
+        """The inline template of t's primitive (None: it is called), its helper
+        bound as a local of the function."""
+        prim = PRIMITIVES.get(t.op)
         if prim is None or prim.evaluate is None:
-            raise CompileError(f"no evaluation for primitive {op}", t.loc)
+            raise CompileError(f"no evaluation for primitive {t.op}", t.loc)
         template = prim.inline
-        binary = template is not None and "{1}" in template
         if template is not None:
             helper = template.split("(", 1)[0]
             if helper in LOCAL_HELPERS:
                 self.block.helpers.add(helper)
+        return template
+
+    def _prim_value(self, t: Prim, template) -> str:
+        binary = template is not None and "{1}" in template
+        if template is not None:
             if binary and type(t.arg) is Pair:
                 a = self.atom(self.value(t.arg.left))
                 b = self.atom(self.value(t.arg.right))
@@ -486,7 +532,7 @@ class Gen:
             if binary:
                 return template.format(f"{x}[0]", f"{x}[1]")
             return template.format(x)
-        fn = self.const(prim.evaluate, "P")
+        fn = self.const(PRIMITIVES[t.op].evaluate, "P")
         return f"{fn}({self.atom(self.value(t.arg))})"
 
     def _call(self, t: Call) -> str:
@@ -581,30 +627,84 @@ class Gen:
     # ------------------------------------------------------------ execution (inline mode)
     def execute(self, t) -> str:
         """Emit the statements running the action t on the cells `self.cells`;
-        return an expression of its result."""
-        cls = type(t)
-        cells = self.cells
+        return an expression of its result.
+
+        The spine of a backward pass, `bind (scope 0 (bind (scope 0 ...)) k) k'`
+        (a bind's or scope's action is the first thing it runs), and the second
+        actions of a `>>` chain are walked by a loop: a bind or scope waits on
+        `pending` for the result of its action, then finishes as the recursive
+        definition would."""
+        pending: list = []  # (bind or scope node, the cell pushed or _LIST, cells)
+        try:
+            while True:
+                cls = type(t)
+                cells = self.cells
+                if cls is BindEVM:
+                    pending.append((t, None, cells))
+                    t = t.m
+                    continue
+                if cls is ScopeEVM:
+                    i = self.atom(self.value(t.init))
+                    if type(cells) is LocalCells:
+                        pending.append((t, cells.push(self, i), cells))
+                    else:
+                        self.emit(f"{cells}.append({i})")
+                        pending.append((t, _LIST, cells))
+                    t = t.m
+                    continue
+                if cls is ThenEVM:
+                    first = self.execute(t.first)
+                    if not _ATOM.match(first) and first != "None":
+                        self.emit(first)
+                    t = t.second
+                    continue
+                r = self._execute(t, cls, cells)
+                break
+            while pending:
+                node, g, cells = pending[-1]
+                if g is None:  # a bind
+                    pending.pop()
+                    r = self._bind_rest(node, r, cells)
+                elif g is _LIST:
+                    pending.pop()
+                    r = self.atom(r)
+                    out = self.fresh("v")
+                    self.emit(f"{out} = {cells}.pop()")
+                    r = self._pair(out, r)
+                else:
+                    try:
+                        r = self.atom(r)
+                        g = cells.read(self, g)  # not assigned again: its scope has ended
+                    finally:
+                        cells.pop()
+                        pending.pop()
+                    r = self._pair(g, r)
+            return r
+        except BaseException:
+            for _node, g, cells in reversed(pending):  # the cells of the scopes left
+                if g is not None and g is not _LIST:
+                    cells.pop()
+            raise
+
+    def _bind_rest(self, t: BindEVM, x: str, cells) -> str:
+        """The rest of `bind m k` once m has run with result x."""
+        k = t.k
+        if type(k) is Lam:
+            old = self._bind(k.name, x)
+            try:
+                return self.execute(k.body)
+            finally:
+                self._unbind(k.name, old)
+        if type(cells) is LocalCells:
+            raise _NeedList
+        x = self.atom(x)
+        f = self.atom(self.value(k))
+        return f"{self.atom(f'{f}({x})')}({cells})"
+
+    def _execute(self, t, cls, cells) -> str:
+        """execute(t) for an action that is not a bind, scope or `>>`."""
         if cls is PureEVM:
             return self.value(t.expr)
-        if cls is BindEVM:
-            x = self.execute(t.m)
-            k = t.k
-            if type(k) is Lam:
-                old = self._bind(k.name, x)
-                try:
-                    return self.execute(k.body)
-                finally:
-                    self._unbind(k.name, old)
-            if type(cells) is LocalCells:
-                raise _NeedList
-            x = self.atom(x)
-            f = self.atom(self.value(k))
-            return f"{self.atom(f'{f}({x})')}({cells})"
-        if cls is ThenEVM:
-            first = self.execute(t.first)
-            if not _ATOM.match(first) and first != "None":
-                self.emit(first)
-            return self.execute(t.second)
         if cls is AddEVM:
             if not isinstance(t.level, int) or isinstance(t.level, bool) or t.level < 0:
                 raise CompileError(f"add: level must be a non-negative int, got {t.level!r}",
@@ -617,21 +717,6 @@ class Gen:
                 return "None"
             self.emit(f"{cells}[{t.level}] = _padd({v}, {cells}[{t.level}])")
             return "None"
-        if cls is ScopeEVM:
-            i = self.atom(self.value(t.init))
-            if type(cells) is LocalCells:
-                g = cells.push(self, i)
-                try:
-                    r = self.atom(self.execute(t.m))
-                    g = cells.read(self, g)  # not assigned again: its scope has ended
-                finally:
-                    cells.pop()
-                return self._pair(g, r)
-            self.emit(f"{cells}.append({i})")
-            r = self.atom(self.execute(t.m))
-            out = self.fresh("v")
-            self.emit(f"{out} = {cells}.pop()")
-            return self._pair(out, r)
         if cls is Let:
             return self._let_chain(t, self.execute)
         if cls is Case:

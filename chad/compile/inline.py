@@ -14,7 +14,7 @@ Step counts are unaffected: the counting evaluator never sees these terms.
 from __future__ import annotations
 
 from chad import tables
-from chad.terms import map_children, subterms
+from chad.terms import children, rebuild, subterms
 
 MAX_BODY = 4000
 BUDGET = 60_000
@@ -33,17 +33,37 @@ class _Inliner:
         return n
 
     def __call__(self, t):
-        expand = tables.INLINE.get(type(t))
-        if expand is not None and self.added < BUDGET:
-            new = expand(t, self.defs, self)
-            if new is not None:
-                return self(new)
-        return map_children(t, self)
+        """t with its expansions made, in pre-order (an expansion is expanded
+        again). One loop over an explicit stack of the nodes whose children are
+        being done: a deep term needs no deep Python stack."""
+        stack: list = []  # (node, its children, the children done)
+        while True:
+            expand = tables.INLINE.get(type(t))
+            if expand is not None and self.added < BUDGET:
+                new = expand(t, self.defs, self)
+                if new is not None:
+                    t = new
+                    continue
+            kids = children(t)
+            if kids:
+                stack.append((t, kids, []))
+                t = kids[0]
+                continue
+            r = t
+            while stack:
+                node, kids, done = stack[-1]
+                done.append(r)
+                if len(done) < len(kids):
+                    t = kids[len(done)]
+                    break
+                stack.pop()
+                r = rebuild(node, done)
+            else:
+                return r
 
 
 def inline(term, defs: dict):
-    """term with the declared expansions made (recursive: run it on a big-stack
-    thread, as the compiler does)."""
+    """term with the declared expansions made."""
     if not tables.INLINE:
         return term
     return _Inliner(defs)(term)

@@ -21,14 +21,15 @@ until a round changes nothing or MAX_ROUNDS rounds have run, then the
 recomputation of lambdas' capture lists and the right-nesting of `>>` chains
 (captures.py), once: the rewrites never read a capture list, so only a chain
 nested anew calls for another round. Each round is linear in the size of the
-term. Everything runs on a
-big-stack thread (chad/deep.py): a program of 10,000 nested lets gives a
-target term nested as deep.
+term. Every pass walks the spines a deep program gives (a program of 10,000
+nested lets gives a target term nested as deep) with loops, on the caller's
+thread; a term nested some other way runs again on a big-stack thread
+(chad/deep.py, run_shallow).
 """
 
 from __future__ import annotations
 
-from chad.deep import run_deep
+from chad.deep import run_shallow
 from chad.terms import Term, subterms
 
 from .captures import tidy, tidy_renested
@@ -43,13 +44,13 @@ MAX_ROUNDS = 24
 def simplify(term: Term, max_rounds: int = MAX_ROUNDS) -> Term:
     """The simplified term: the same value (and, run, the same gradient) as term
     on every input where term evaluates, and a failure where it fails."""
-    return run_deep(_simplify, term, max_rounds)[0]
+    return run_shallow(_simplify, term, max_rounds)[0]
 
 
 def simplify_rounds(term: Term, max_rounds: int = MAX_ROUNDS) -> tuple[Term, int]:
     """(simplify(term), the number of rounds run; the last one changed nothing
     unless it is max_rounds)."""
-    return run_deep(_simplify, term, max_rounds)
+    return run_shallow(_simplify, term, max_rounds)
 
 
 def term_size(term: Term) -> int:

@@ -19,7 +19,7 @@ chad/costmodel/evaluate.py), so they mean the same: a chain is rebuilt as
 `a >> (b >> (c >> ...))`, which prints as the straight line of a hand-written
 backward pass.
 
-Recursive: run it on a big-stack thread.
+One loop with an explicit stack (`_Tidy.go`): no recursion.
 """
 
 from __future__ import annotations
@@ -63,78 +63,129 @@ class _Tidy:
                 self.level[n] = old
 
     def go(self, t):
-        cls = type(t)
-        if cls is Var:
-            self.use(t.name)
-            return t
-        if cls is Lam:
-            self.lams.append({})
-            saved = self.bind((t.name,), len(self.lams))
-            body = self.go(t.body)
-            self.unbind(saved)
-            caps = self.lams.pop()
-            caps.pop(t.name, None)
-            captures = t.captures
-            if captures is not None:
-                new = tuple(caps)
-                # keep the old order when the set is the same
-                captures = captures if set(captures) == set(new) and \
-                    len(captures) == len(new) else new
-            if body is t.body and captures == t.captures:
-                return t
-            return attrs.evolve(t, body=body, captures=captures)
-        if cls is ThenEVM:
-            return self.sequence(t)
-        sh = shape(t)
-        for f in sh.reads:
-            v = getattr(t, f)
-            if v is None:
+        """t tidied. One loop with an explicit stack of frames (a lambda, a `>>`
+        chain, a node's fields), so that no spine of a deep term needs a deep
+        Python stack."""
+        frames: list = []
+        while True:
+            # ---- descend into t until its result r is known
+            cls = type(t)
+            if cls is Var:
+                self.use(t.name)
+                r = t
+            elif cls is Lam:
+                self.lams.append({})
+                frames.append(_LamFrame(t, self.bind((t.name,), len(self.lams))))
+                t = t.body
                 continue
-            for name in ((v,) if type(v) is str else v):
-                self.use(name)
-        if not sh.children:
-            return t
-        opaque = sh.closure
-        binds = dict(sh.binds)
-        changes = {}
-        for f in sh.children:
+            elif cls is ThenEVM:
+                frame = _SeqFrame(t, _leaves(t))
+                frames.append(frame)
+                t = frame.leaves[0]
+                continue
+            else:
+                sh = shape(t)
+                for f in sh.reads:
+                    v = getattr(t, f)
+                    if v is None:
+                        continue
+                    for name in ((v,) if type(v) is str else v):
+                        self.use(name)
+                if not sh.children:
+                    r = t
+                else:
+                    frame = _NodeFrame(t, sh)
+                    nxt = self._next(frame)
+                    if nxt is None:
+                        r = t
+                    else:
+                        frames.append(frame)
+                        t = nxt
+                        continue
+            # ---- hand r to the frames waiting for it
+            while frames:
+                frame = frames[-1]
+                ft = type(frame)
+                if ft is _NodeFrame:
+                    frame.take(r)
+                    nxt = self._next(frame)
+                    if nxt is not None:
+                        t = nxt
+                        break
+                    frames.pop()
+                    r = attrs.evolve(frame.t, **frame.changes) if frame.changes else frame.t
+                elif ft is _LamFrame:
+                    frames.pop()
+                    r = self._lam_done(frame.t, r, frame.saved)
+                else:
+                    frame.new.append(r)
+                    if len(frame.new) < len(frame.leaves):
+                        t = frame.leaves[len(frame.new)]
+                        break
+                    frames.pop()
+                    r = self._sequence(frame.t, frame.leaves, frame.new)
+            else:
+                return r
+
+    def _next(self, frame):
+        """The next child a node's frame has to tidy (binding the names bound in
+        its field first), or None when every field is done."""
+        t = frame.t
+        while True:
+            if frame.items is not None and frame.ci < len(frame.kids):
+                c = frame.kids[frame.ci]
+                return c
+            if frame.field is not None:  # the field is done
+                self._end_field(frame)
+            if frame.fi >= len(frame.fields):
+                return None
+            f = frame.fields[frame.fi]
+            frame.fi += 1
             v = getattr(t, f)
             if v is None:
                 continue
             names = []
-            for bf in binds.get(f, ()):
+            for bf in frame.binds.get(f, ()):
                 bv = getattr(t, bf)
                 names.extend((bv,) if type(bv) is str else (bv or ()))
-            if opaque:
-                saved_lams, self.lams = self.lams, []
-                saved = self.bind(names, 0)
+            if frame.opaque:
+                frame.saved_lams, self.lams = self.lams, []
+                frame.saved = self.bind(names, 0)
             else:
-                saved = self.bind(names, len(self.lams))
-            if type(v) is tuple:
-                nv = tuple(self.go(c) for c in v)
-                if any(a is not b for a, b in zip(nv, v)):
-                    changes[f] = nv
-            else:
-                nv = self.go(v)
-                if nv is not v:
-                    changes[f] = nv
-            self.unbind(saved)
-            if opaque:
-                self.lams = saved_lams
-        return attrs.evolve(t, **changes) if changes else t
+                frame.saved = self.bind(names, len(self.lams))
+            frame.field, frame.value = f, v
+            frame.kids = v if type(v) is tuple else (v,)
+            frame.items, frame.ci = [], 0
 
-    def sequence(self, t: ThenEVM):
-        leaves = []
-        stack = [t]
-        while stack:
-            u = stack.pop()
-            if type(u) is ThenEVM:
-                stack.append(u.second)
-                stack.append(u.first)
-            else:
-                leaves.append(u)
-        new = [self.go(u) for u in leaves]
-        # rebuild right-nested, reusing the old nodes where they fit
+    def _end_field(self, frame) -> None:
+        f, v, items = frame.field, frame.value, frame.items
+        if type(v) is tuple:
+            nv = tuple(items)
+            if any(a is not b for a, b in zip(nv, v)):
+                frame.changes[f] = nv
+        elif items[0] is not v:
+            frame.changes[f] = items[0]
+        self.unbind(frame.saved)
+        if frame.opaque:
+            self.lams = frame.saved_lams
+        frame.field = frame.items = None
+
+    def _lam_done(self, t: Lam, body, saved):
+        self.unbind(saved)
+        caps = self.lams.pop()
+        caps.pop(t.name, None)
+        captures = t.captures
+        if captures is not None:
+            new = tuple(caps)
+            # keep the old order when the set is the same
+            captures = captures if set(captures) == set(new) and \
+                len(captures) == len(new) else new
+        if body is t.body and captures == t.captures:
+            return t
+        return attrs.evolve(t, body=body, captures=captures)
+
+    def _sequence(self, t: ThenEVM, leaves, new):
+        """The `>>` chain t, its leaves tidied to `new`, nested to the right."""
         out = new[-1]
         spine = t
         olds = []
@@ -151,6 +202,51 @@ class _Tidy:
             else:
                 out = ThenEVM(new[i], out)
         return out
+
+
+def _leaves(t: ThenEVM) -> list:
+    """The actions of a `>>` chain, in order (however it is nested)."""
+    leaves = []
+    stack = [t]
+    while stack:
+        u = stack.pop()
+        if type(u) is ThenEVM:
+            stack.append(u.second)
+            stack.append(u.first)
+        else:
+            leaves.append(u)
+    return leaves
+
+
+class _LamFrame:
+    __slots__ = ("t", "saved")
+
+    def __init__(self, t, saved) -> None:
+        self.t, self.saved = t, saved
+
+
+class _SeqFrame:
+    __slots__ = ("t", "leaves", "new")
+
+    def __init__(self, t, leaves) -> None:
+        self.t, self.leaves, self.new = t, leaves, []
+
+
+class _NodeFrame:
+    """A node's fields being tidied: the current field (its value, its kids and
+    the tidied ones so far), the bindings made for it, the changed fields."""
+
+    __slots__ = ("t", "fields", "binds", "opaque", "fi", "field", "value", "kids", "items",
+                 "ci", "saved", "saved_lams", "changes")
+
+    def __init__(self, t, sh) -> None:
+        self.t, self.fields, self.binds, self.opaque = t, sh.children, dict(sh.binds), sh.closure
+        self.fi, self.field, self.value, self.kids, self.items, self.ci = 0, None, None, (), None, 0
+        self.saved, self.saved_lams, self.changes = None, None, {}
+
+    def take(self, r) -> None:
+        self.items.append(r)
+        self.ci += 1
 
 
 def tidy(term):

@@ -76,6 +76,35 @@ class _Uniquify:
         self.ren: dict[str, str] = {}
 
     def go(self, t: Term) -> Term:
+        """t renamed. One loop over an explicit stack of the nodes whose fields
+        are being renamed: a deep term needs no deep Python stack."""
+        frames: list = []
+        while True:
+            frame = self._enter(t)
+            if type(frame) is _Frame:
+                nxt = self._next(frame)
+                if nxt is not None:
+                    frames.append(frame)
+                    t = nxt
+                    continue
+                r = frame.result()
+            else:
+                r = frame
+            while frames:
+                frame = frames[-1]
+                frame.items.append(r)
+                nxt = self._next(frame)
+                if nxt is not None:
+                    t = nxt
+                    break
+                frames.pop()
+                r = frame.result()
+            else:
+                return r
+
+    def _enter(self, t: Term):
+        """t's reads renamed and its binders chosen: the renamed t when it has no
+        children, else the frame of its fields."""
         sh = shape(t)
         ren = self.ren
         changes: dict = {}
@@ -88,7 +117,6 @@ class _Uniquify:
                 changes[f] = nv
         if not sh.children:
             return attrs.evolve(t, **changes) if changes else t
-        opaque = sh.closure and type(t) is not Lam
         newb: dict = {}
         for _child, bfields in sh.binds:
             for bf in bfields:
@@ -110,44 +138,80 @@ class _Uniquify:
                 newb[bf] = nv
                 if nv != v:
                     changes[bf] = nv
-        binds = dict(sh.binds)
-        for f in sh.children:
+        return _Frame(t, sh, ren, changes, newb)
+
+    def _next(self, frame: "_Frame"):
+        """The next child of the frame's node to rename (the renaming of its
+        field in force), or None when every field is done."""
+        t = frame.t
+        while True:
+            if frame.field is not None:
+                if len(frame.items) < len(frame.kids):
+                    return frame.kids[len(frame.items)]
+                self._end_field(frame)
+            if frame.fi >= len(frame.fields):
+                return None
+            f = frame.fields[frame.fi]
+            frame.fi += 1
             v = getattr(t, f)
             if v is None:
                 continue
             pairs = []
-            for bf in binds.get(f, ()):
-                pairs.extend(zip(_names(getattr(t, bf)), _names(newb[bf])))
-            saved = None
-            if opaque:
-                saved = self.ren
+            for bf in frame.binds.get(f, ()):
+                pairs.extend(zip(_names(getattr(t, bf)), _names(frame.newb[bf])))
+            ren = frame.ren
+            if frame.opaque:
+                frame.saved = self.ren
                 self.ren = {old: new for old, new in pairs if old != new}
-                olds = ()
+                frame.olds = ()
             else:
-                olds = [(old, ren.get(old, _MISSING)) for old, _ in pairs]
+                frame.olds = [(old, ren.get(old, _MISSING)) for old, _ in pairs]
                 for old, new in pairs:
                     ren[old] = new
-            if type(v) is tuple:
-                nv = tuple(self.go(c) for c in v)
-                if any(a is not b for a, b in zip(nv, v)):
-                    changes[f] = nv
-            else:
-                nv = self.go(v)
-                if nv is not v:
-                    changes[f] = nv
-            if opaque:
-                self.ren = saved
-            else:
-                for old, prev in reversed(olds):
-                    if prev is _MISSING:
-                        del ren[old]
-                    else:
-                        ren[old] = prev
-        return attrs.evolve(t, **changes) if changes else t
+            frame.field, frame.value = f, v
+            frame.kids = v if type(v) is tuple else (v,)
+            frame.items = []
+
+    def _end_field(self, frame: "_Frame") -> None:
+        f, v, items = frame.field, frame.value, frame.items
+        if type(v) is tuple:
+            nv = tuple(items)
+            if any(a is not b for a, b in zip(nv, v)):
+                frame.changes[f] = nv
+        elif items[0] is not v:
+            frame.changes[f] = items[0]
+        if frame.opaque:
+            self.ren = frame.saved
+        else:
+            ren = frame.ren
+            for old, prev in reversed(frame.olds):
+                if prev is _MISSING:
+                    del ren[old]
+                else:
+                    ren[old] = prev
+        frame.field = None
+
+
+class _Frame:
+    """A node whose fields _Uniquify.go is renaming: the renaming it started
+    with, its changed fields, its new binder names, the current field (its
+    value, kids and the renamed ones so far) and what to undo after it."""
+
+    __slots__ = ("t", "fields", "binds", "opaque", "ren", "changes", "newb", "fi", "field",
+                 "value", "kids", "items", "saved", "olds")
+
+    def __init__(self, t, sh, ren, changes, newb) -> None:
+        self.t, self.fields, self.binds = t, sh.children, dict(sh.binds)
+        self.opaque = sh.closure and type(t) is not Lam
+        self.ren, self.changes, self.newb = ren, changes, newb
+        self.fi, self.field, self.value, self.kids, self.items = 0, None, None, (), []
+        self.saved, self.olds = None, ()
+
+    def result(self) -> Term:
+        return attrs.evolve(self.t, **self.changes) if self.changes else self.t
 
 
 def uniquify(term: Term, fresh: Fresh, free) -> Term:
     """term with every binder renamed that repeats a name bound before it (in
-    pre-order) or a free variable's name; references follow. Recursive: run it
-    on a big-stack thread (chad.deep.run_deep)."""
+    pre-order) or a free variable's name; references follow."""
     return _Uniquify(fresh, free).go(term)

@@ -30,7 +30,8 @@ Compiler inliner", Peyton Jones & Marlow, §4). A lambda's `captures` do not
 count as uses: the pass recomputes them from the body (chad/simplify/captures.py).
 The same traversal collects every name in the term (for fresh names), the free
 variables, and whether some name is bound twice (then the driver renames first,
-chad/simplify/names.py). Recursive: run it on a big-stack thread.
+chad/simplify/names.py). Let chains and the children of nodes without binders
+are walked with an explicit stack (`visit`); lambdas and binders recurse.
 """
 
 from __future__ import annotations
@@ -190,45 +191,123 @@ class Occurrences:
     # ------------------------------------------------------------ traversal
     def visit(self, t, path: tuple = (), depth: int = 0, hd: int = NONE) -> bool:
         """Record the uses in t; `hd`: the binders at positions >= hd are in head
-        position at t. Returns whether t may fail (predicates.may_fail)."""
-        cls = type(t)
-        if cls is Var:
-            self._use(t.name, path, depth, hd)
-            return False
-        if cls is Fst or cls is LFst:
-            return self.visit(t.expr, (0,) + path if len(path) < MAX_PATH else (), depth, hd)
-        if cls is Snd or cls is LSnd:
-            return self.visit(t.expr, (1,) + path if len(path) < MAX_PATH else (), depth, hd)
-        if cls is Let:
-            bound = []
-            aliases = []
-            fails = False
-            while type(t) is Let:
-                alias = self._alias(t.rhs, depth, hd)
-                f = False if alias is not None else self.visit(t.rhs, (), depth, hd)
-                info = self._bind(t.name, depth)
-                bound.append(t.name)
-                if alias is not None:
-                    aliases.append((t.name, info, alias))
-                if f:
-                    fails = True
-                    hd = info.pos  # only x (and what is bound after it) is in head position
-                elif hd == NONE:
-                    hd = info.pos
-                t = t.body
-            if self.visit(t, (), depth, hd):
-                fails = True
-            for name, info, (target, prefix, under, head) in reversed(aliases):
-                if info.pinned:  # the let stays: its rhs is the one use
-                    target.add(prefix, 1, under, head)
+        position at t. Returns whether t may fail (predicates.may_fail).
+
+        The spines a deep program gives (a let chain, a let whose right-hand side
+        is a let, the first operand of nested primitives and pairs, the action of
+        nested binds and scopes: every child of a node without binders) are walked
+        here with an explicit stack of frames, so their depth needs no Python
+        stack; a lambda, `>>` and a node with binders recurse."""
+        frames: list = []  # [_LET or _SIMPLE, ...] frames waiting for a child's result
+        while True:
+            # ---- descend into t (with path, depth, hd) until a result r is known
+            cls = type(t)
+            if cls is Var:
+                self._use(t.name, path, depth, hd)
+                r = False
+            elif cls is Fst or cls is LFst:
+                t, path = t.expr, ((0,) + path if len(path) < MAX_PATH else ())
+                continue
+            elif cls is Snd or cls is LSnd:
+                t, path = t.expr, ((1,) + path if len(path) < MAX_PATH else ())
+                continue
+            elif cls is Let:
+                frame = [_LET, t, depth, hd, [], [], False]  # t, depth, hd, bound, aliases, fails
+                nxt = self._let_step(frame)
+                if nxt is None:
+                    r = self._let_done(frame)
+                else:
+                    frames.append(frame)
+                    t, path, hd = nxt, (), frame[3]
                     continue
-                self.aliases.add(name)
-                for path, (n, u, h) in info.paths.items():
-                    path = prefix + path
-                    target.add(path if len(path) <= MAX_PATH else (), n, u or under, h and head)
-            for name in reversed(bound):
-                self._unbind(name)
-            return fails
+            else:
+                plan = _PLANS.get(cls)
+                if plan is None:
+                    plan = _PLANS[cls] = _plan(cls)
+                if plan[5]:  # simple: a known class without binders or reads
+                    kids = [v for v in map(t.__getattribute__, plan[0]) if v is not None]
+                    if not kids:
+                        r = node_may_fail(t, False)
+                    else:
+                        # [_SIMPLE, t, depth, hd, its children, the next one, some fails]
+                        frames.append([_SIMPLE, t, depth, hd, kids, 1, False])
+                        t, path = kids[0], ()
+                        continue
+                else:
+                    r = self._visit_other(t, depth, hd, cls, plan)
+            # ---- hand r to the waiting frames, until one has a child to visit
+            while frames:
+                frame = frames[-1]
+                if frame[0] is _SIMPLE:
+                    if r:
+                        frame[6] = True
+                    i = frame[5]
+                    if i < len(frame[4]):
+                        frame[5] = i + 1
+                        t, path, depth = frame[4][i], (), frame[2]
+                        hd = NONE if frame[6] else frame[3]
+                        break
+                    frames.pop()
+                    r = node_may_fail(frame[1], frame[6])
+                else:
+                    nxt = self._let_step(frame, r)
+                    if nxt is not None:
+                        t, path, depth, hd = nxt, (), frame[2], frame[3]
+                        break
+                    frames.pop()
+                    r = self._let_done(frame)
+            else:
+                return r
+
+    def _let_step(self, frame, r=None):
+        """Advance a let chain's frame [_LET, t, depth, hd, bound, aliases, fails]
+        given the result r of the sub-term it visited last (None: nothing yet):
+        the next sub-term to visit (a right-hand side, or the chain's body), or
+        None when the chain is done."""
+        _, t, depth, hd, bound, aliases, _fails = frame
+        if r is not None:
+            if type(t) is not Let:  # the body's result: the chain is done
+                if r:
+                    frame[6] = True
+                return None
+            info = self._bind(t.name, depth)  # t's rhs visited (it is no alias)
+            bound.append(t.name)
+            if r:
+                frame[6] = True
+                hd = info.pos  # only x (and what is bound after it) is in head position
+            elif hd == NONE:
+                hd = info.pos
+            t = t.body
+        while type(t) is Let:
+            alias = self._alias(t.rhs, depth, hd)
+            if alias is None:
+                frame[1], frame[3] = t, hd
+                return t.rhs
+            info = self._bind(t.name, depth)
+            bound.append(t.name)
+            aliases.append((t.name, info, alias))
+            if hd == NONE:
+                hd = info.pos
+            t = t.body
+        frame[1], frame[3] = t, hd
+        return t
+
+    def _let_done(self, frame) -> bool:
+        _, _t, _depth, _hd, bound, aliases, fails = frame
+        for name, info, (target, prefix, under, head) in reversed(aliases):
+            if info.pinned:  # the let stays: its rhs is the one use
+                target.add(prefix, 1, under, head)
+                continue
+            self.aliases.add(name)
+            for path, (n, u, h) in info.paths.items():
+                path = prefix + path
+                target.add(path if len(path) <= MAX_PATH else (), n, u or under, h and head)
+        for name in reversed(bound):
+            self._unbind(name)
+        return fails
+
+    def _visit_other(self, t, depth: int, hd: int, cls, plan) -> bool:
+        """visit for a lambda, `>>`, and a node with binders or reads."""
         if cls is Lam:
             self._bind(t.name, depth + 1)
             self.visit(t.body, (), depth + 1, NONE)
@@ -238,17 +317,7 @@ class Occurrences:
             f2 = self.visit(t.second, (), depth, hd)
             f1 = self.visit(t.first, (), depth, NONE if f2 else hd)
             return f1 or f2
-        plan = _PLANS.get(cls)
-        if plan is None:
-            plan = _PLANS[cls] = _plan(cls)
         fields, binds, reads, known, loop, simple = plan
-        if simple:  # a known class without binders or reads: each child in order
-            fails = False
-            for f in fields:
-                v = getattr(t, f)
-                if v is not None and self.visit(v, (), depth, NONE if fails else hd):
-                    fails = True
-            return node_may_fail(t, fails)
         if not fields and not reads:
             return node_may_fail(t, False)
         for f in reads:
@@ -285,6 +354,9 @@ class Occurrences:
         return node_may_fail(t, fails)
 
 
+_LET, _SIMPLE = "let", "simple"
+
+
 _PLANS: dict = {}
 
 
@@ -304,7 +376,7 @@ def _plan(cls):
 
 
 def analyse(term) -> Occurrences:
-    """The occurrence analysis of term (recursive: on a big-stack thread)."""
+    """The occurrence analysis of term."""
     occ = Occurrences()
     occ.visit(term)
     return occ

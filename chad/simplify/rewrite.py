@@ -54,7 +54,7 @@ import attrs
 from chad.terms import (
     AddEVM, App, BindEVM, Build, Case, Fst, Index, Inl, Inr, Lam, LCastL, LCastR,
     Length, Let, LFst, LInl, LInr, LPair, LSnd, Pair, Prim, PureEVM, RunEVM,
-    ScopeEVM, Snd, Term, ThenEVM, Unit, Var, map_children, shape,
+    ScopeEVM, Snd, Term, ThenEVM, Unit, Var, children, map_children, rebuild, shape,
 )
 
 from .names import Fresh, is_opaque
@@ -90,6 +90,26 @@ LEFT_INJ = (Inl, LInl)
 RIGHT_INJ = (Inr, LInr)
 
 
+class _Tail:
+    """A handler's answer: t simplifies as `term` does."""
+
+    __slots__ = ("term",)
+
+    def __init__(self, term) -> None:
+        self.term = term
+
+
+class _Need:
+    """A handler's answer: t simplifies as `finish(pass, simplified term, *args)`."""
+
+    __slots__ = ("term", "finish", "args")
+
+    def __init__(self, term, finish, *args) -> None:
+        self.term = term
+        self.finish = finish
+        self.args = args
+
+
 class Pass:
     """One pass; `changes` counts the rewrites that fired."""
 
@@ -103,18 +123,41 @@ class Pass:
 
     # ------------------------------------------------------------ dispatch
     def go(self, t):
-        cls = type(t)
-        plan = _PLANS.get(cls)
-        if plan is None:
-            plan = _PLANS[cls] = _plan(cls)
-        f, h = plan
-        if f is not None:
-            child = getattr(t, f)
-            if type(child) is Let:  # float the let out of the first position
-                self.changes += 1
-                return self.go(Let(child.name, child.rhs,
-                                   attrs.evolve(t, **{f: child.body})))
-        return h(self, t)
+        """The simplified t. A handler returns the simplified term, or
+        `_Tail(u)`: the simplified u is t's, or `_Need(u, finish, *args)`: t's is
+        `finish(self, the simplified u, *args)` (again a term, a _Tail or a
+        _Need). The handlers on the spines of a deep program (let chains, the
+        first operand of nested primitives and pairs, a bind's action, a scope's,
+        the second action of `>>`) hand their sub-term back this way, and go
+        simplifies it in the same loop: the depth of those spines needs no
+        Python stack (the order of every step is that of a recursive pass)."""
+        waiting: list = []  # the _Need records waiting for a simplified sub-term
+        while True:
+            cls = type(t)
+            plan = _PLANS.get(cls)
+            if plan is None:
+                plan = _PLANS[cls] = _plan(cls)
+            f, h = plan
+            if f is not None:
+                child = getattr(t, f)
+                if type(child) is Let:  # float the let out of the first position
+                    self.changes += 1
+                    t = Let(child.name, child.rhs, attrs.evolve(t, **{f: child.body}))
+                    continue
+            r = h(self, t)
+            while True:
+                rt = type(r)
+                if rt is _Tail:
+                    t = r.term
+                    break
+                if rt is _Need:
+                    waiting.append(r)
+                    t = r.term
+                    break
+                if not waiting:
+                    return r
+                need = waiting.pop()
+                r = need.finish(self, r, *need.args)
 
     def leaf(self, t):
         return t
@@ -123,9 +166,13 @@ class Pass:
         return t.term
 
     def pair(self, t):
-        a = self.go(t.left)
+        return _Need(t.left, Pass._pair, t)
+
+    def _pair(self, a, t):
         b = self.go(t.right)
-        return t if a is t.left and b is t.right else attrs.evolve(t, left=a, right=b)
+        if a is t.left and b is t.right:
+            return t
+        return type(t)(a, b, loc=t.loc, ty=t.ty)  # attrs.evolve, without its field walk
 
     def generic(self, t):
         if is_opaque(t):  # a closed scope: no substitution reaches inside
@@ -135,7 +182,17 @@ class Pass:
                 return map_children(t, self.go)
             finally:
                 self.sub = self.may_fail.pending = saved
-        return map_children(t, self.go)
+        kids = children(t)
+        if not kids:
+            return t
+        return _Need(kids[0], Pass._generic, t, kids, [])
+
+    def _generic(self, new, t, kids, done):
+        """map_children(t, self.go), one child at a time."""
+        done.append(new)
+        if len(done) < len(kids):
+            return _Need(kids[len(done)], Pass._generic, t, kids, done)
+        return rebuild(t, done)
 
     # ------------------------------------------------------------ variables
     def var(self, t: Var):
@@ -145,66 +202,90 @@ class Pass:
         self.changes += 1
         if e[0] in _ONCE_KINDS:
             del self.sub[t.name]
-            return self.go(e[1])
-        return self.go(self.copy(e[1]))
+            return _Tail(e[1])
+        return _Tail(self.copy(e[1]))
 
     def resolve(self, t):
         """t with its head made explicit without simplifying its sub-terms: a
         used-once variable replaced by its right-hand side, a projection of a
         known pair by the component, an application of a lambda by a let, a
-        let floated out. t itself when nothing applies."""
+        let floated out. t itself when nothing applies. A loop: the projections
+        and applications whose head is being resolved wait on a list."""
+        waiting: list = []
+        while True:
+            cls = type(t)
+            if cls is Var:
+                e = self.sub.get(t.name)
+                if e is not None:
+                    self.changes += 1
+                    if e[0] in _ONCE_KINDS:
+                        del self.sub[t.name]
+                        t = e[1]
+                    else:
+                        t = self.copy(e[1])
+                    continue
+            elif cls in PROJ:
+                comp = self.component(t)
+                if comp is not None:  # fst r, r a split pair (r1, r2): r1
+                    self.changes += 1
+                    t = comp
+                    continue
+                waiting.append(t)
+                t = t.expr
+                continue
+            elif cls is App:
+                waiting.append(t)
+                t = t.fn
+                continue
+            r = t
+            while waiting:
+                w = waiting.pop()
+                r = self._resolved_app(w, r) if type(w) is App else self._resolved_proj(w, r)
+                if type(r) is _Tail:
+                    t = r.term
+                    break
+            else:
+                return r
+
+    def _resolved_proj(self, t, inner):
+        """resolve(t), t a projection whose expression resolves to inner."""
         cls = type(t)
-        if cls is Var:
-            e = self.sub.get(t.name)
-            if e is None:
-                return t
+        ci = type(inner)
+        if ci is Let:
             self.changes += 1
-            if e[0] in _ONCE_KINDS:
-                del self.sub[t.name]
-                return self.resolve(e[1])
-            return self.resolve(self.copy(e[1]))
-        if cls in PROJ:
-            comp = self.component(t)
-            if comp is not None:  # fst r, r a split pair (r1, r2): r1
+            return Let(inner.name, inner.rhs, attrs.evolve(t, expr=inner.body))
+        if ci in PAIRS:
+            keep, drop = ((inner.left, inner.right) if cls in FIRST_PROJ
+                          else (inner.right, inner.left))
+            if not self.may_fail(drop):
                 self.changes += 1
-                return self.resolve(comp)
-            inner = self.resolve(t.expr)
-            ci = type(inner)
-            if ci is Let:
+                return _Tail(keep)
+            if cls not in FIRST_PROJ:  # snd (pair a b) = let w = a in b
                 self.changes += 1
-                return Let(inner.name, inner.rhs, attrs.evolve(t, expr=inner.body))
-            if ci in PAIRS:
-                keep, drop = ((inner.left, inner.right) if cls in FIRST_PROJ
-                              else (inner.right, inner.left))
-                if not self.may_fail(drop):
-                    self.changes += 1
-                    return self.resolve(keep)
-                if cls not in FIRST_PROJ:  # snd (pair a b) = let w = a in b
-                    self.changes += 1
-                    return Let(self.unused("w"), inner.left, inner.right)
-            elif ci is Case:  # fst (case s of ...) = case s of ... fst ...
+                return Let(self.unused("w"), inner.left, inner.right)
+        elif ci is Case:  # fst (case s of ...) = case s of ... fst ...
+            self.changes += 1
+            return self.into_branches(inner, lambda b: attrs.evolve(t, expr=b))
+        elif ci is not Simplified and cls in (LFst, LSnd) and is_none_zero(inner):
+            z = zero_term(t.zero)
+            if z is not None:
                 self.changes += 1
-                return self.into_branches(inner, lambda b: attrs.evolve(t, expr=b))
-            elif ci is not Simplified and cls in (LFst, LSnd) and is_none_zero(inner):
-                z = zero_term(t.zero)
-                if z is not None:
-                    self.changes += 1
-                    return z
-            return t if inner is t.expr else attrs.evolve(t, expr=inner)
-        if cls is App:
-            fn = self.resolve(t.fn)
-            cf = type(fn)
-            if cf is Lam:  # beta
-                self.changes += 1
-                return Let(fn.name, t.arg, fn.body)
-            if cf is Let:
-                self.changes += 1
-                return Let(fn.name, fn.rhs, App(fn.body, t.arg))
-            if cf is Case and self.duplicable(t.arg):  # (case s of ...) a = case s of ... a
-                self.changes += 1
-                return self.into_branches(fn, lambda b: App(b, t.arg))
-            return t if fn is t.fn else attrs.evolve(t, fn=fn)
-        return t
+                return z
+        return t if inner is t.expr else attrs.evolve(t, expr=inner)
+
+    def _resolved_app(self, t: App, fn):
+        """resolve(t), t an application whose function resolves to fn."""
+        cf = type(fn)
+        if cf is Lam:  # beta
+            self.changes += 1
+            return Let(fn.name, t.arg, fn.body)
+        if cf is Let:
+            self.changes += 1
+            return Let(fn.name, fn.rhs, App(fn.body, t.arg))
+        if cf is Case and self.duplicable(t.arg):  # (case s of ...) a = case s of ... a
+            self.changes += 1
+            return self.into_branches(fn, lambda b: App(b, t.arg))
+        return t if fn is t.fn else attrs.evolve(t, fn=fn)
 
     # ------------------------------------------------------------ let
     def let(self, t: Let):
@@ -295,7 +376,11 @@ class Pass:
                     self.changes += 1
                     continue
             out.append((x, rhs2, orig))
-        final = self.go(cur)
+        return _Need(cur, Pass._let_body, out)
+
+    def _let_body(self, final, out):
+        """The let chain `out` (name, simplified rhs, the original Let or None)
+        around its simplified body."""
         for x, r, orig in reversed(out):
             if orig is not None and orig.rhs is r and orig.body is final:
                 final = orig
@@ -413,7 +498,7 @@ class Pass:
     def app(self, t: App):
         r = self.resolve(t)
         if r is not t:
-            return self.go(r)
+            return _Tail(r)
         fn = self.go(t.fn)
         arg = self.go(t.arg)
         if type(fn) is Lam:  # became a lambda: beta (its body is simplified already)
@@ -422,14 +507,17 @@ class Pass:
         return t if fn is t.fn and arg is t.arg else attrs.evolve(t, fn=fn, arg=arg)
 
     def lam(self, t: Lam):
-        body = self.go(t.body)
+        return _Need(t.body, Pass._lam, t)
+
+    def _lam(self, body, t: Lam):
         return t if body is t.body else attrs.evolve(t, body=body)
+
 
     # ------------------------------------------------------------ pairs and sums
     def proj(self, t):
         r = self.resolve(t)
         if r is not t:
-            return self.go(r)
+            return _Tail(r)
         e = self.go(t.expr)
         ce = type(e)
         if ce in PAIRS:
@@ -467,21 +555,21 @@ class Pass:
         cs = type(s)
         if cs in LEFT_INJ:
             self.changes += 1
-            return self.go(Let(t.lname, s.expr, t.lbody))
+            return _Tail(Let(t.lname, s.expr, t.lbody))
         if cs in RIGHT_INJ:
             self.changes += 1
-            return self.go(Let(t.rname, s.expr, t.rbody))
+            return _Tail(Let(t.rname, s.expr, t.rbody))
         if cs is Let:
             self.changes += 1
-            return self.go(Let(s.name, s.rhs, attrs.evolve(t, scrut=s.body)))
+            return _Tail(Let(s.name, s.rhs, attrs.evolve(t, scrut=s.body)))
         s = self.go(s)
         cs = type(s)
         if cs in LEFT_INJ:
             self.changes += 1
-            return self.go(Let(t.lname, Simplified(s.expr), t.lbody))
+            return _Tail(Let(t.lname, Simplified(s.expr), t.lbody))
         if cs in RIGHT_INJ:
             self.changes += 1
-            return self.go(Let(t.rname, Simplified(s.expr), t.rbody))
+            return _Tail(Let(t.rname, Simplified(s.expr), t.rbody))
         lb = self.go(t.lbody)
         rb = self.go(t.rbody)
         if s is t.scrut and lb is t.lbody and rb is t.rbody:
@@ -490,7 +578,9 @@ class Pass:
 
     # ------------------------------------------------------------ primitives
     def prim(self, t: Prim):
-        arg = self.go(t.arg)
+        return _Need(t.arg, Pass._prim, t)
+
+    def _prim(self, arg, t: Prim):
         if t.op == "LADD" and type(arg) in PAIRS:
             # 0 + d = d (the sign of a zero d may differ: docs/simplifier.md)
             if is_zero(arg.left):
@@ -499,21 +589,25 @@ class Pass:
             if is_zero(arg.right):
                 self.changes += 1
                 return arg.left
-        return t if arg is t.arg else attrs.evolve(t, arg=arg)
+        if arg is t.arg:
+            return t
+        return Prim(t.op, arg, t.const, loc=t.loc, ty=t.ty)  # attrs.evolve, faster
 
     # ------------------------------------------------------------ the EVM
     def bind(self, t: BindEVM):
         m = self.resolve(t.m)
         if type(m) is Let:
             self.changes += 1
-            return self.go(Let(m.name, m.rhs, BindEVM(m.body, t.k)))
+            return _Tail(Let(m.name, m.rhs, BindEVM(m.body, t.k)))
         k = t.k
         if type(m) is PureEVM:
             k = self.resolve(k)
             if type(k) is Lam:  # bind (pure v) (\x -> n) = let x = v in n
                 self.changes += 1
-                return self.go(Let(k.name, m.expr, k.body))
-        m2 = self.go(m)
+                return _Tail(Let(k.name, m.expr, k.body))
+        return _Need(m, Pass._bind, t, k)
+
+    def _bind(self, m2, t: BindEVM, k):
         k2 = self.go(k)
         if type(k2) is Lam:
             if type(m2) is PureEVM:
@@ -534,9 +628,13 @@ class Pass:
             # a >> b evaluates b first: the let may move before b if one of them
             # cannot fail
             self.changes += 1
-            return self.go(Let(a.name, a.rhs, ThenEVM(a.body, t.second)))
-        b = self.go(t.second)
-        a = self.go(a)
+            return _Tail(Let(a.name, a.rhs, ThenEVM(a.body, t.second)))
+        return _Need(t.second, Pass._then, t, a)
+
+    def _then(self, b, t: ThenEVM, a):
+        return _Need(a, Pass._then_done, t, b)
+
+    def _then_done(self, a, t: ThenEVM, b):
         r = self.then_of(a, b)
         if type(r) is ThenEVM and r.first is t.first and r.second is t.second:
             return t
@@ -553,7 +651,9 @@ class Pass:
         return ThenEVM(a, b)
 
     def add(self, t: AddEVM):
-        v = self.go(t.val)
+        return _Need(t.val, Pass._add, t)
+
+    def _add(self, v, t: AddEVM):
         if is_zero(v):  # adding a zero changes no cell
             self.changes += 1
             return PureEVM(Unit())
@@ -585,7 +685,8 @@ def _plan(cls):
 def run_pass(term: Term, infos: dict[str, Info], fresh: Fresh,
              aliases=frozenset()) -> tuple[Term, int]:
     """One pass with the occurrence analysis' infos and aliases: (the rewritten
-    term, the number of rewrites). Recursive: run it on a big-stack thread."""
+    term, the number of rewrites). The spines of a deep program are walked by
+    Pass.go's loop; other sub-terms recurse."""
     p = Pass(infos, fresh, aliases)
     out = p.go(term)
     return out, p.changes

@@ -16,6 +16,8 @@ this transformation's `mode` first and then under "efficient".
 
 from __future__ import annotations
 
+from types import GeneratorType
+
 from chad import tables
 from chad.primitives import PRIMITIVES
 from chad.terms import (
@@ -45,30 +47,54 @@ class Chad:
         self.fresh = fresh or Fresh()
 
     def __call__(self, t: Term) -> Term:
-        match t:
-            case Var():
-                return self.var(t)
-            case Let():
-                return self.let(t)
-            case Prim():
-                return self.prim(t)
-            case Unit():
-                return self.unit(t)
-            case Pair():
-                return self.pair(t)
-            case Fst():
-                return self.fst(t)
-            case Snd():
-                return self.snd(t)
-            case Inl():
-                return self.inj(t, Inl, LCastL, 0)
-            case Inr():
-                return self.inj(t, Inr, LCastR, 1)
-            case Case():
-                return self.case(t)
-        rule = tables.CHAD.get((self.mode, type(t))) or tables.CHAD.get(("efficient", type(t)))
+        """chad t. The core rules below are generators that yield each sub-term
+        whose derivative they need and get it back; they run here on an explicit
+        stack, so a chain of 10,000 lets or a sum of 10,000 terms needs no deeper
+        Python stack than one let. An extension's rule (chad.tables.CHAD) is a
+        function that calls back here for its sub-terms."""
+        steps = self._steps(t)
+        if type(steps) is not GeneratorType:
+            return steps
+        return self._drive(steps)
+
+    def _drive(self, steps) -> Term:
+        """Run a core rule's generator and those of the sub-terms it yields."""
+        plain = type(self).__call__ is Chad.__call__  # else (a subclass) recurse through it
+        stack = [steps]
+        value = None
+        try:
+            while True:
+                try:
+                    sub = stack[-1].send(value)
+                except StopIteration as done:
+                    stack.pop()
+                    if not stack:
+                        return done.value
+                    value = done.value
+                    continue
+                steps = self._steps(sub) if plain else self(sub)
+                if type(steps) is GeneratorType:
+                    stack.append(steps)
+                    value = None
+                else:
+                    value = steps
+        finally:
+            for g in reversed(stack):  # an error: unwind the pending rules (their ctx pops)
+                g.close()
+
+    def _steps(self, t: Term):
+        """The rule for t: the generator of a core rule, or the derivative itself
+        (an extension's rule, or a core rule a subclass overrides)."""
+        cls = type(t)
+        core = _CORE.get(cls)
+        if core is not None:
+            name, steps, *extra = core
+            if getattr(type(self), name) is getattr(Chad, name):
+                return steps(self, t, *extra)
+            return getattr(self, name)(t, *extra)
+        rule = tables.CHAD.get((self.mode, cls)) or tables.CHAD.get(("efficient", cls))
         if rule is None:
-            raise NotImplementedError(f"CHAD of {type(t).__name__} is not supported yet")
+            raise NotImplementedError(f"CHAD of {cls.__name__} is not supported yet")
         return rule(self, t)
 
     # chad (var idx) = pair (var idx) (lamwith [] (\d -> addevm idx d))
@@ -81,12 +107,15 @@ class Chad:
     #   pair (fst r2) (lamwith [r2, r1] \d ->
     #     bind (scope (zerot σ) (app (snd r2) d)) (lamwith [r1] \p -> app (snd r1) (fst p)))
     def let(self, t: Let) -> Term:
+        return self._drive(self._let(t))
+
+    def _let(self, t: Let):
         r1, r2, d, p = self.fresh("r"), self.fresh("r"), self.fresh("d"), self.fresh("p")
         sigma = t.rhs.ty
-        c1 = self(t.rhs)
+        c1 = yield t.rhs
         token = self.ctx.push(t.name, sigma)
         try:
-            c2 = self(t.body)
+            c2 = yield t.body
         finally:
             self.ctx.pop(token)
         back = Lam(d, None, BindEVM(
@@ -98,12 +127,15 @@ class Chad:
     #   pair (prim op (fst r)) (lamwith [r] \d -> app (snd r) (dprim op (fst r) d))
     # dprim op p d = let a = p in let c = d in dprim' op
     def prim(self, t: Prim) -> Term:
+        return self._drive(self._prim(t))
+
+    def _prim(self, t: Prim):
         r, d, a, c = self.fresh("r"), self.fresh("d"), self.fresh("a"), self.fresh("c")
         deriv = PRIMITIVES[t.op].derivative
         if deriv is None:
             raise NotImplementedError(f"{t.op} has no derivative")
         dprim = Let(a, Fst(Var(r)), Let(c, Var(d), deriv(Var(a), Var(c))))
-        return Let(r, self(t.arg), Pair(
+        return Let(r, (yield t.arg), Pair(
             Prim(t.op, Fst(Var(r)), t.const, loc=t.loc),
             Lam(d, None, App(Snd(Var(r)), dprim), (r,))))
 
@@ -115,39 +147,56 @@ class Chad:
     #   pair (pair (fst (fst r)) (fst (snd r)))
     #        (lamwith [r] \d -> app (snd (fst r)) (lfst d) >> app (snd (snd r)) (lsnd d))
     def pair(self, t: Pair) -> Term:
+        return self._drive(self._pair(t))
+
+    def _pair(self, t: Pair):
         r, d = self.fresh("r"), self.fresh("d")
         s, u = t.ty.left, t.ty.right
         back = Lam(d, None, ThenEVM(
             App(Snd(Fst(Var(r))), LFst(Var(d), D2(s))),
             App(Snd(Snd(Var(r))), LSnd(Var(d), D2(u)))), (r,))
-        return Let(r, Pair(self(t.left), self(t.right)),
+        left = yield t.left
+        right = yield t.right
+        return Let(r, Pair(left, right),
                    Pair(Pair(Fst(Fst(Var(r))), Fst(Snd(Var(r)))), back))
 
     # chad (fst e) = let r = chad e in
     #   pair (fst (fst r)) (lamwith [r] \d -> app (snd r) (lpair d (zerot τ)))
     def fst(self, t: Fst) -> Term:
+        return self._drive(self._fst(t))
+
+    def _fst(self, t: Fst):
         ty = t.expr.ty
         assert isinstance(ty, Prod)
-        return self._project(t, Fst, lambda d: LPair(d, zerot(ty.right)))
+        return (yield from self._project_steps(t, Fst, lambda d: LPair(d, zerot(ty.right))))
 
     def snd(self, t: Snd) -> Term:
+        return self._drive(self._snd(t))
+
+    def _snd(self, t: Snd):
         ty = t.expr.ty
         assert isinstance(ty, Prod)
-        return self._project(t, Snd, lambda d: LPair(zerot(ty.left), d))
+        return (yield from self._project_steps(t, Snd, lambda d: LPair(zerot(ty.left), d)))
 
     def _project(self, t, proj, ctg) -> Term:
+        return self._drive(self._project_steps(t, proj, ctg))
+
+    def _project_steps(self, t, proj, ctg):
         r, d = self.fresh("r"), self.fresh("d")
-        return Let(r, self(t.expr), Pair(
+        return Let(r, (yield t.expr), Pair(
             proj(Fst(Var(r))), Lam(d, None, App(Snd(Var(r)), ctg(Var(d))), (r,))))
 
     # chad (inl e) = let r = chad e in
     #   pair (inl (fst r)) (lamwith [r] \d -> app (snd r) (lcastl d))
     def inj(self, t, inj, cast, side: int) -> Term:
+        return self._drive(self._inj(t, inj, cast, side))
+
+    def _inj(self, t, inj, cast, side: int):
         r, d = self.fresh("r"), self.fresh("d")
         ty = t.ty
         assert isinstance(ty, Sum)
         zero = D2(ty.left if side == 0 else ty.right)
-        return Let(r, self(t.expr), Pair(
+        return Let(r, (yield t.expr), Pair(
             inj(Fst(Var(r))), Lam(d, None, App(Snd(Var(r)), cast(Var(d), zero)), (r,))))
 
     # chad (case e1 e2 e3) = let r = chad e1 in case (fst r) of
@@ -155,24 +204,37 @@ class Chad:
     #              bind (scope (zerot σ) (app (snd r2) d)) (lamwith [r] \p -> app (snd r) (linl (fst p))))
     #   inr y -> (the same with e3, τ and linr)
     def case(self, t: Case) -> Term:
+        return self._drive(self._case(t))
+
+    def _case(self, t: Case):
         r = self.fresh("r")
         ty = t.scrut.ty
         assert isinstance(ty, Sum)
-        left = self._branch(r, t.lname, ty.left, t.lbody, LInl)
-        right = self._branch(r, t.rname, ty.right, t.rbody, LInr)
-        return Let(r, self(t.scrut), Case(Fst(Var(r)), t.lname, left, t.rname, right))
+        left = yield from self._branch(r, t.lname, ty.left, t.lbody, LInl)
+        right = yield from self._branch(r, t.rname, ty.right, t.rbody, LInr)
+        return Let(r, (yield t.scrut), Case(Fst(Var(r)), t.lname, left, t.rname, right))
 
-    def _branch(self, r, name, sigma, body, linj) -> Term:
+    def _branch(self, r, name, sigma, body, linj):
         r2, d, p = self.fresh("r"), self.fresh("d"), self.fresh("p")
         token = self.ctx.push(name, sigma)
         try:
-            c2 = self(body)
+            c2 = yield body
         finally:
             self.ctx.pop(token)
         back = Lam(d, None, BindEVM(
             ScopeEVM(zerot(sigma), App(Snd(Var(r2)), Var(d))),
             Lam(p, None, App(Snd(Var(r)), linj(Fst(Var(p)))), (r,))), (r2, r))
         return Let(r2, c2, Pair(Fst(Var(r2)), back))
+
+
+# the core rules: class -> (the method a subclass may override, its generator,
+# extra arguments); Chad._steps runs the generator unless the method is overridden
+_CORE = {
+    Var: ("var", Chad.var), Let: ("let", Chad._let), Prim: ("prim", Chad._prim),
+    Unit: ("unit", Chad.unit), Pair: ("pair", Chad._pair), Fst: ("fst", Chad._fst),
+    Snd: ("snd", Chad._snd), Inl: ("inj", Chad._inj, Inl, LCastL, 0),
+    Inr: ("inj", Chad._inj, Inr, LCastR, 1), Case: ("case", Chad._case),
+}
 
 
 def chad_def(d: Def) -> Term:

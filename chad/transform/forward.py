@@ -47,6 +47,8 @@ chad.tables.FORWARD, declared by their extension through chad/extend.py
 
 from __future__ import annotations
 
+from types import GeneratorType
+
 from chad import tables
 from chad.errors import UsageError
 from chad.primitives import PRIMITIVES
@@ -89,6 +91,38 @@ class Forward:
         return tangent_name(x, self.order)
 
     def __call__(self, t: Term) -> Term:
+        """F(t). The rules of the core forms below are generators that yield each
+        sub-term whose F they need and get it back; they run here on an explicit
+        stack, so a chain of 10,000 lets or a sum of 10,000 terms needs no deep
+        Python stack. An extension's rule (chad.tables.FORWARD) is a function
+        that calls back here for its sub-terms."""
+        steps = self._steps(t)
+        if type(steps) is not GeneratorType:
+            return steps
+        stack = [steps]
+        value = None
+        try:
+            while True:
+                try:
+                    sub = stack[-1].send(value)
+                except StopIteration as done:
+                    stack.pop()
+                    if not stack:
+                        return done.value
+                    value = done.value
+                    continue
+                steps = self._steps(sub)
+                if type(steps) is GeneratorType:
+                    stack.append(steps)
+                    value = None
+                else:
+                    value = steps
+        finally:
+            for g in reversed(stack):  # an error: close the pending rules
+                g.close()
+
+    def _steps(self, t: Term):
+        """The rule for t: a generator (a core form) or F(t) itself."""
         match t:
             case Var():
                 return Pair(Var(t.name), Var(self.tangent(t.name)))
@@ -111,7 +145,7 @@ class Forward:
             case Case():
                 return self.case(t)
             case Ann():
-                return self(t.expr)
+                return self.ann(t)
         rule = tables.FORWARD.get(type(t))
         if rule is None:
             raise UsageError(f"forward mode does not support {type(t).__name__} yet")
@@ -122,39 +156,46 @@ class Forward:
         tangent, from the forward pair r."""
         return Let(name, Fst(Var(r)), Let(self.tangent(name), Snd(Var(r)), body))
 
-    def let(self, t: Let) -> Term:
+    # The rules: generators (see __call__).
+    def let(self, t: Let):
         r = self.fresh("r")
-        return Let(r, self(t.rhs), self.bind(t.name, r, self(t.body)))
+        rhs = yield t.rhs
+        return Let(r, rhs, self.bind(t.name, r, (yield t.body)))
 
-    def prim(self, t: Prim) -> Term:
+    def prim(self, t: Prim):
         p = PRIMITIVES.get(t.op)
         if p is None or p.tangent is None:
             raise UsageError(f"forward mode: the primitive {t.op} has no tangent rule")
         if type(t.arg) in (Unit, LUnit):  # a literal, a zero: no argument to differentiate
             return Pair(Prim(t.op, Unit(), t.const, loc=t.loc), p.tangent(Unit(), Unit()))
         r, a, da = self.fresh("r"), self.fresh("a"), self.fresh("da")
-        return Let(r, self(t.arg), Let(a, Fst(Var(r)), Let(da, Snd(Var(r)), Pair(
+        return Let(r, (yield t.arg), Let(a, Fst(Var(r)), Let(da, Snd(Var(r)), Pair(
             Prim(t.op, Var(a), t.const, loc=t.loc), p.tangent(Var(a), Var(da))))))
 
-    def pair(self, t: Pair) -> Term:
+    def pair(self, t: Pair):
         r1, r2 = self.fresh("r"), self.fresh("r")
-        return Let(r1, self(t.left), Let(r2, self(t.right), Pair(
+        left = yield t.left
+        right = yield t.right
+        return Let(r1, left, Let(r2, right, Pair(
             Pair(Fst(Var(r1)), Fst(Var(r2))), Pair(Snd(Var(r1)), Snd(Var(r2))))))
 
-    def project(self, t, proj) -> Term:
+    def project(self, t, proj):
         r = self.fresh("r")
-        return Let(r, self(t.expr), Pair(proj(Fst(Var(r))), proj(Snd(Var(r)))))
+        return Let(r, (yield t.expr), Pair(proj(Fst(Var(r))), proj(Snd(Var(r)))))
 
-    def inj(self, t, inj) -> Term:
+    def inj(self, t, inj):
         r = self.fresh("r")
-        return Let(r, self(t.expr), Pair(inj(Fst(Var(r))), Snd(Var(r))))
+        return Let(r, (yield t.expr), Pair(inj(Fst(Var(r))), Snd(Var(r))))
 
-    def case(self, t: Case) -> Term:
+    def case(self, t: Case):
         r, dv = self.fresh("r"), self.fresh("dv")
-        left = Let(self.tangent(t.lname), Var(dv), self(t.lbody))
-        right = Let(self.tangent(t.rname), Var(dv), self(t.rbody))
-        return Let(r, self(t.scrut), Let(dv, Snd(Var(r)), Case(
+        left = Let(self.tangent(t.lname), Var(dv), (yield t.lbody))
+        right = Let(self.tangent(t.rname), Var(dv), (yield t.rbody))
+        return Let(r, (yield t.scrut), Let(dv, Snd(Var(r)), Case(
             Fst(Var(r)), t.lname, left, t.rname, right, loc=t.loc)))
+
+    def ann(self, t: Ann):
+        return (yield t.expr)
 
 
 def forward_def(d: Def, order: int = 1) -> Term:
