@@ -143,18 +143,25 @@ def rebuild(t: "Term", kids) -> "Term":
         v = getattr(t, f)
         if v is None:
             continue
-        if type(v) is tuple:
-            new = tuple(kids[k:k + len(v)])
-            k += len(v)
-            if any(a is not b for a, b in zip(new, v)):
-                changes[f] = new
-        else:
-            if kids[k] is not v:
-                changes[f] = kids[k]
-            k += 1
+        n = len(v) if type(v) is tuple else 1
+        note_field(changes, f, v, kids[k:k + n])
+        k += n
     if k != len(kids):
         raise ValueError(f"rebuild of {type(t).__name__}: {len(kids)} kids for {k} children")
     return attrs.evolve(t, **changes) if changes else t
+
+
+def note_field(changes: dict, f: str, v, items) -> None:
+    """Record in `changes` the new value of field f (old value v: a sub-term or
+    a tuple of them) from `items`, its new sub-terms in order, if any of them is
+    not the old one (for attrs.evolve; the passes that walk a term with an
+    explicit stack rebuild a node field by field with it)."""
+    if type(v) is tuple:
+        new = tuple(items)
+        if any(a is not b for a, b in zip(new, v)):
+            changes[f] = new
+    elif items[0] is not v:
+        changes[f] = items[0]
 
 
 def map_children(t: "Term", f: Callable[["Term"], "Term"]) -> "Term":

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import attrs
 
-from chad.terms import Lam, ThenEVM, Var, shape
+from chad.terms import Lam, ThenEVM, Var, note_field, shape
 
 _MISSING = object()
 
@@ -158,13 +158,7 @@ class _Tidy:
             frame.items, frame.ci = [], 0
 
     def _end_field(self, frame) -> None:
-        f, v, items = frame.field, frame.value, frame.items
-        if type(v) is tuple:
-            nv = tuple(items)
-            if any(a is not b for a, b in zip(nv, v)):
-                frame.changes[f] = nv
-        elif items[0] is not v:
-            frame.changes[f] = items[0]
+        note_field(frame.changes, frame.field, frame.value, frame.items)
         self.unbind(frame.saved)
         if frame.opaque:
             self.lams = frame.saved_lams

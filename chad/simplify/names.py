@@ -29,7 +29,7 @@ import re
 
 import attrs
 
-from chad.terms import Lam, Term, shape
+from chad.terms import Lam, Term, note_field, shape
 
 _SUFFIX = re.compile(r"\$s\d+$")
 _MISSING = object()
@@ -173,13 +173,7 @@ class _Uniquify:
             frame.items = []
 
     def _end_field(self, frame: "_Frame") -> None:
-        f, v, items = frame.field, frame.value, frame.items
-        if type(v) is tuple:
-            nv = tuple(items)
-            if any(a is not b for a, b in zip(nv, v)):
-                frame.changes[f] = nv
-        elif items[0] is not v:
-            frame.changes[f] = items[0]
+        note_field(frame.changes, frame.field, frame.value, frame.items)
         if frame.opaque:
             self.ren = frame.saved
         else:
