@@ -1,8 +1,9 @@
 """Kill the mutants of the CHAD rules (chad/transform/efficient.py) and of naive CHAD's dense
 operations (chad/transform/naive_terms.py) that the golden corpus, the oracle and the
 documented-rule tests let survive (`make mutate`, docs/mutation-report.md): exact gradients
-and gradient step counts through `chad.cost` and `chad.grad`; each dense node's value and step
-count against the cost table of chad/transform/naive_terms.py.
+and gradient step counts through `chad.cost` and `chad.grad`; the explicit stack that runs the
+core rules (deep programs within a small recursion limit) and the ways a subclass reaches them;
+each dense node's value and step count against the cost table of chad/transform/naive_terms.py.
 """
 
 from __future__ import annotations
@@ -156,3 +157,167 @@ def test_evsplit_is_the_identity():
     e = ((None, 1.0), 2.0)
     assert ev.eval(EVSplit(Var("e")), {"e": e}) == (e, 1 + 1)
     assert ev.eval(EVSplit(EVSplit(Var("e"))), {"e": e}) == (e, 1 + 1 + 1)
+
+
+# ---------------------------------------------------------------------------------------
+# The CHAD rules' two ways in (chad/transform/efficient.py): the core rules are generators
+# run on an explicit stack by `Chad.__call__`; a subclass that overrides a rule (as the
+# proofs' mutated rules do, chad/proofs/derive.py) reaches the others through the public
+# methods `let`, `prim`, `pair`, `fst`, `snd`, `inj`, `case` and `_project`.
+
+ALL_RULES = """def f(x : R, y : R) : R =
+  let p = (x * y, x) in
+  let s = (inl(fst(p)) : R + R) in
+  let z = case s of { inl a -> a * snd(p) | inr b -> b } in
+  let w = case (inr(y) : R + R) of { inl a -> a | inr b -> b * x } in
+  let u = () in
+  z + w
+"""
+
+
+def _through_super(fst_by_project: bool):
+    from chad.terms import Fst, LPair
+    from chad.transform.common import zerot
+    from chad.transform.efficient import Chad
+
+    class ThroughSuper(Chad):
+        """Every core rule overridden by a call of the inherited public method."""
+
+        def let(self, t):
+            return super().let(t)
+
+        def prim(self, t):
+            return super().prim(t)
+
+        def pair(self, t):
+            return super().pair(t)
+
+        def fst(self, t):
+            if not fst_by_project:
+                return super().fst(t)
+            ty = t.expr.ty  # the fst rule written out, as chad/transform/efficient.py's `_fst`
+            return self._project(t, Fst, lambda d: LPair(d, zerot(ty.right)))
+
+        def snd(self, t):
+            return super().snd(t)
+
+        def inj(self, t, inj, cast, side):
+            return super().inj(t, inj, cast, side)
+
+        def case(self, t):
+            return super().case(t)
+
+    return ThroughSuper
+
+
+def _gradient(chad_class, text, args, ctg=1.0):
+    """TH2's left side (chad/transform/efficient.py `gradient_term`) with chad_class's
+    derivative: the parameter cotangents and the step count."""
+    from chad.api import _defs, load, make_evm
+    from chad.terms import App, RunEVM, Snd
+    from chad.transform.common import Context, zero_env_term
+    from chad.transform.efficient import cells_of
+    from chad.transform.registry import CTG
+
+    d = _defs(load(text))["f"]
+    term = RunEVM(App(Snd(chad_class(Context.of_params(d.params))(d.body)), Var(CTG)),
+                  zero_env_term([p.ty for p in d.params]))
+    env = {p.name: a for p, a in zip(d.params, args)} | {CTG: ctg}
+    value, steps = Evaluator(evm=make_evm("array")).eval(term, env)
+    return cells_of(value), steps
+
+
+@pytest.mark.parametrize("fst_by_project", [False, True])
+def test_a_subclass_reaches_every_core_rule_through_its_public_method(fst_by_project):
+    from chad.transform.efficient import Chad
+
+    x, y, h = 2.0, 3.0, 1e-6
+    f = chad.grad(ALL_RULES)
+    # f = x*y*x + y*x: df/dx = 2xy + y = 15, df/dy = x^2 + x = 6
+    fd = ((f(x + h, y, ctg=1.0)[0] - f(x - h, y, ctg=1.0)[0]) / (2 * h),
+          (f(x, y + h, ctg=1.0)[0] - f(x, y - h, ctg=1.0)[0]) / (2 * h))
+    assert fd == pytest.approx((15.0, 6.0), rel=1e-6)
+    cls = _through_super(fst_by_project)
+    grads, steps = _gradient(cls, ALL_RULES, [x, y])
+    assert grads == [15.0, 6.0]
+    # the same derivative term as the core rules' generators, so the same gradient step count
+    # (TH2's left side, which chad.cost reports and tests/test_oracle.py pins to the oracle)
+    assert (grads, steps) == _gradient(Chad, ALL_RULES, [x, y])
+    assert steps == chad.cost(ALL_RULES, [x, y]).gradient_steps
+    for text, _side in INJ:  # the zero cotangent of an injection: the zero of its own side
+        assert _gradient(cls, text, [2.0, 3.0], ctg=None) == ([0.0, 0.0], 73)
+
+
+def _deep(n: int) -> str:
+    lines = ["def f(x : R) : R =", "  let x0 = x in"]
+    lines += [f"  let x{i} = x{i - 1} * 2.0 + x in" for i in range(1, n)]
+    return "\n".join(lines + [f"  x{n - 1}"]) + "\n"
+
+
+@pytest.mark.parametrize("text", [_deep(3000), "def f(x : R) : R = " + " + ".join(["x"] * 3000) + "\n"])
+def test_deep_programs_need_no_deeper_python_stack_than_a_shallow_one(text):
+    """Chad.__call__ runs the core rules on its own stack (docs/compiler.md, "Deep programs"):
+    3000 nested lets, or a sum of 3000 terms, transform within a recursion limit of 1000."""
+    import sys
+
+    from chad.api import _defs, load
+    from chad.transform.common import Context
+    from chad.transform.efficient import Chad
+
+    d = _defs(load(text))["f"]
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(1000)
+    try:
+        term = Chad(Context.of_params(d.params))(d.body)
+    finally:
+        sys.setrecursionlimit(limit)
+    assert type(term).__name__ == "Let"
+
+
+def test_another_mode_falls_back_to_the_efficient_rules_of_extensions():
+    """A transform whose mode registers no rule of its own for a node class (naive-ho for
+    arrays: chad/functions/naive_ho.py, "every other construct uses the efficient rules")
+    takes the rule registered under "efficient"."""
+    import numpy as np
+
+    text = "def f(a : Array R, b : Array R) : R = sum (build (length a) (\\i -> a ! i * b ! i))\n"
+    a, b = [1.0, 2.0, 3.0], [4.0, -5.0, 6.0]
+    value, (ga, gb) = chad.grad(text, transform="naive-ho")(a, b)
+    assert value == 1.0 * 4.0 - 2.0 * 5.0 + 3.0 * 6.0
+    assert np.array_equal(ga, b) and np.array_equal(gb, a)  # d(a.b)/da = b, d(a.b)/db = a
+    assert (chad.cost(text, [a, b], transform="naive-ho").gradient_steps
+            == chad.cost(text, [a, b]).gradient_steps)  # no function: the same rules
+
+
+def test_the_derivatives_primitive_keeps_the_source_location_of_its_error():
+    """A runtime error of a primitive (docs/language.md: div(i, 0) is "division by zero",
+    with the program's location) raised while the derivative's forward pass runs names the
+    primitive's line and column in the source, as the primal's does."""
+    from chad.transform.efficient import Chad
+
+    text = "def f(x : R, n : Z) : R =\n  let k = div(n, 0) in\n  x * x\n"
+    with pytest.raises(EvalError) as primal:
+        chad.cost(text, [2.0, 7])
+    with pytest.raises(EvalError) as derivative:
+        _gradient(Chad, text, [2.0, 7])  # the gradient term only
+    for e in (primal, derivative):
+        assert "2:11" in str(e.value) and "division by zero: div(7, 0)" in str(e.value)
+
+
+def test_a_subclass_that_overrides_call_sees_every_sub_term():
+    """naive-ho (chad/functions/naive_ho.py) overrides `__call__` for lambda and app; a lambda
+    under a let must still reach it, so its derivative has the log fold of the context half
+    (D_Γ[λx. t] = ... logfold ...), which the efficient rule has not."""
+    from chad.api import _defs, load
+    from chad.functions.naive_ho import NaiveHOChad
+    from chad.functions.terms import LogFold
+    from chad.terms import subterms
+    from chad.transform.common import Context
+    from chad.transform.efficient import Chad
+
+    text = "def f(x : R) : R = let g = \\y -> y * x in g x\n"
+    d = _defs(load(text))["f"]
+    logfolds = [sum(isinstance(u, LogFold) for u in subterms(cls(Context.of_params(d.params))(d.body)))
+                for cls in (NaiveHOChad, Chad)]
+    assert logfolds == [1, 0]
+    assert chad.grad(text, transform="naive-ho")(3.0) == (9.0, (6.0,))  # x^2: 2x
