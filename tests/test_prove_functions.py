@@ -34,7 +34,8 @@ from chad.transform.efficient import Chad
 
 from tests.prove_support import _holds, _sparse, _value, assert_matches_concrete
 
-FUNCTION_RULES = ("lam", "lam closure", "var captured", "app", "def", "def call")
+FUNCTION_RULES = ("lam", "lam closure", "var captured", "lam in a closure", "app", "def",
+                  "def call")
 
 
 def _phi_star(v) -> int:
@@ -269,11 +270,13 @@ class ClosureFiveMore(Chad):
         return out
 
 
-@pytest.mark.parametrize("cls,rule", [(LamFiveMore, "lam"), (ClosureFiveMore, "lam closure"),
+@pytest.mark.parametrize("cls,rule", [(LamFiveMore, ("lam", "lam in a closure")),
+                                      (ClosureFiveMore, "lam closure"),
                                       (AppFiveMore, "app"), (CallFiveMore, "def call")])
 def test_five_more_steps_fail_exactly_that_rule(cls, rule, fn_results):
     """Each function rule and the formalisation's fragment checked at the
-    constant it needs: 5 more steps in one function rule fail exactly it."""
+    constant it needs: 5 more steps in one function rule fail exactly it (the
+    lam rule's obligations in a closure's body, `lam in a closure`, too)."""
     specs = [s for s in rule_table() if s.name in FUNCTION_RULES] + [
         s for s in core_rules() if s.fragment and not s.name.startswith("prim ")]
     mins = dict((k, r["min"]) for k, r in fn_results.items())
@@ -286,7 +289,7 @@ def test_five_more_steps_fail_exactly_that_rule(cls, rule, fn_results):
         (r,) = prove_rules([s], mins[s.name], chad_class=cls, b=PROOF_B)
         if not r["proved"]:
             failing.add(s.name)
-    assert failing == {rule}
+    assert failing == ({rule} if isinstance(rule, str) else set(rule))
 
 
 # ------------------------------------------------------------------ the invariant, concretely
@@ -429,27 +432,159 @@ def _nested_source(D: int) -> str:
     return f"def f(y : R, x : R) : R = let g1 = {e} in g1 x\n"
 
 
-def test_nested_closures_re_scatter_entries():
-    """What the missing rule ("lam in a closure") would have to prove, and why no
-    constant does: a closure inside a closure capturing the outer closure's
-    capture re-wraps each environment entry at every level, so the gradient's
-    cost over the primal's grows with the nesting depth D, and TH2's bound with
-    its constants (5 + 34·P + size(ctg) + 4·|Γ|) fails at D = 64. (The gradient
-    itself is right: D with respect to y, 0 with respect to x.)"""
+def test_nested_closures_do_not_re_scatter_entries():
+    """A closure inside a closure capturing the outer closure's capture: the inner
+    closure's scatter sums the entries of each such capture and forwards ONE entry
+    per capture to the enclosing closure's environment bag (chad/functions/
+    evaluate.py), so an entry made at depth D is not handled again at each of
+    the D levels. Gradient over primal then stays flat in the nesting depth D
+    (about 20.5; forwarding every entry, as before, it was 23.3, 33.4, 73.4 at
+    D = 8, 32, 128) and TH2's bound with its constants (5 + 34·P + size(ctg) +
+    4·|Γ|) holds at every D (it failed from D = 64). The gradient: D with
+    respect to y, 0 with respect to x."""
     from chad.costmodel.measure import measure
     from chad.proofs.statements import TH2_C, TH2_C1, TH2_C2
 
     ratios = []
-    for D in (8, 32, 64):
+    for D in (8, 32, 128):
         prog = api.load(_nested_source(D))
         m = measure(prog, [1.5, 2.0], 1.0, "efficient", "array")
         ratios.append(m.gradient_steps / m.primal_steps)
         th2 = TH2_C1 + TH2_C * m.primal_steps + 1 + TH2_C2 * 2
-        assert (m.gradient_steps <= th2) == (D < 64), (D, m.gradient_steps, th2)
-    assert ratios[0] < ratios[1] < ratios[2] and ratios[2] > 1.9 * ratios[0]
-    # the gradient: d/dy = D (the innermost body y, summed D times), d/dx = 0
-    _v, g = api.grad(api.load(_nested_source(8)))(1.5, 2.0)
-    assert abs(g[0] - 8.0) < 1e-9 and abs(g[1]) < 1e-9
+        assert m.gradient_steps <= th2, (D, m.gradient_steps, th2)
+    assert max(ratios) < 21 and ratios[2] < 1.01 * ratios[0], ratios
+    for D in (3, 8):
+        _v, g = api.grad(api.load(_nested_source(D)))(1.5, 2.0)
+        assert abs(g[0] - D) < 1e-9 and abs(g[1]) < 1e-9
+
+
+def test_forwarded_and_local_captures_mixed():
+    """An inner closure capturing the enclosing closure's parameter (a local
+    target) and two of its captures (forwarded, summed per capture): the gradient
+    against central finite differences, and the same on every runtime."""
+    src = ("def f(y : R, z : R, x : R) : R =\n"
+           "  let g = (\\(a : R) -> let h = (\\(b : R) -> a * y * b + z * sin b + y) in\n"
+           "                          h a + h (2.0 * a) + h y) in\n"
+           "  g x + g (x * z)\n")
+    prog = api.load(src)
+    args = [0.7, -1.3, 0.4]
+    _v, g = api.grad(prog, backend="interp")(*args)
+    from chad.costmodel.evaluate import Evaluator
+    ev = Evaluator({d.name: d for d in prog.defs})
+    d = prog.defs[-1]
+
+    def primal(vals):
+        y, _c = ev.eval(d.body, {p.name: v for p, v in zip(d.params, vals)})
+        return y
+
+    h = 1e-6
+    for k in range(3):
+        up, dn = list(args), list(args)
+        up[k] += h
+        dn[k] -= h
+        fd = (primal(up) - primal(dn)) / (2 * h)
+        assert abs(g[k] - fd) < 1e-6 * max(1.0, abs(fd)), (k, g[k], fd)
+    for evm in ("map", "array", "parallel"):
+        for backend in ("interp", "compiled"):
+            _v2, g2 = api.grad(prog, backend=backend, evm=evm)(*args)
+            assert all(abs(a - b) <= 1e-12 * max(1.0, abs(a)) for a, b in zip(g, g2)), (evm, backend)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.lists(st.tuples(st.integers(0, 2), st.floats(-4, 4, allow_nan=False)), min_size=1,
+                max_size=8),
+       st.lists(st.one_of(st.none(), st.floats(-4, 4, allow_nan=False)), min_size=2, max_size=2))
+def test_envscatter_with_forwarded_targets_symbolic_is_concrete(entries, cells):
+    """The scatter of a lambda inside a closure's body, targets [x (local), y1
+    and y2 (forwarded to the env cell)], on a bag of real entries: the symbolic
+    rule's cost, its action's cost and the final cells' φ* are the counting
+    evaluator's, which are the documented ones (docs/cost-model.md): 1 + c(e) +
+    E + one step per merge, and per local entry and forwarded capture an add
+    (2 steps) chained by `then`s (2 each). The env cell gets one entry per
+    forwarded capture, holding the sum of its entries."""
+    from chad.costmodel.lacm import SpecLACM
+    from chad.functions.terms import EnvScatter
+    from chad.proofs.symbolic import SymEval
+    from chad.terms import Var
+
+    bag = None
+    for i, d in entries:
+        one = EnvOne(i, d)
+        bag = one if bag is None else EnvCat(bag, one)
+    env0 = cells[1] if cells[1] is None else EnvOne(0, cells[1])
+    start = (cells[0], env0)
+    node = EnvScatter(Var("b"), ((0, "x", None), (1, "env", 0), (1, "env", 1)))
+    ev = Evaluator({}, evm=SpecLACM())
+    action, cost = ev.eval(node, {"b": bag})
+    _, out, m = action(start)
+
+    se = SymEval(None, {}, Concrete(ev, {}, {}))
+    saction, scost = se.eval(node, {"b": bag})
+    _, sout, sm = se.run_action(saction, start)
+    vals = se.values
+    assert _value(scost, vals) == cost and _value(sm, vals) == m
+    assert [_phi_star(c) for c in sout] == [_phi_star(c) for c in out]
+    for h in se.hyps:
+        assert _holds(h, vals), h
+
+    local = [d for i, d in entries if i == 0]
+    fwd = {}
+    for i, d in entries:
+        if i:
+            fwd.setdefault(i, []).append(d)
+    merges = sum(len(v) - 1 for v in fwd.values())
+    assert cost == 1 + 1 + len(entries) + merges
+    n_adds = len(local) + len(fwd)
+    assert m == 2 * n_adds + 2 * (n_adds - 1)
+    x = cells[0]
+    for d in local:
+        x = d if x is None else d + x
+    assert out[0] == x
+    got = {} if out[1] is None else {}
+    for i, d in ([] if out[1] is None else out[1].entries()):
+        got.setdefault(i, []).append(d)
+    want = {} if env0 is None else {0: [cells[1]]}
+    for i, ds in fwd.items():
+        total = ds[0]
+        for d in ds[1:]:
+            total = total + d
+        want.setdefault(i - 1, []).append(total)
+    assert {k: sorted(v) for k, v in got.items()} == {k: sorted(v) for k, v in want.items()}
+
+
+def _forward_every_entry(se, t, env):
+    """A mutated scatter: every entry of a forwarded target is added to the env
+    cell on its own (the re-wrapping the rule used to do)."""
+    from chad.functions.types import L_ABSTRACT
+    from chad.proofs.statements import ENV_ENTRY_W
+    from chad.proofs.symbolic import Action, OpaqueCtg
+
+    bag, c = se.eval(t.expr, env)
+    if not isinstance(bag, OpaqueCtg) or all(sub is None for *_, sub in t.targets):
+        return N._envscatter(se, t, env)
+    E, S = se.sym("E", lo=1), se.sym("S", lo=1)
+    se.hyps += [S >= E, bag.phi == (2 + ENV_ENTRY_W) * E + 1 + S]
+    level = next(lv for lv, _name, sub in t.targets if sub is not None)
+
+    def act(e):
+        cells = list(e)
+        cells[level] = OpaqueCtg(L_ABSTRACT, se.phi(e[level]) + (2 + ENV_ENTRY_W) * E + S)
+        return None, tuple(cells), 4 * E - 2
+    return Action(act), 1 + c + E
+
+
+def test_forwarding_every_entry_fails_exactly_lam_in_a_closure(monkeypatch):
+    """With the scatter forwarding each entry instead of one sum per capture,
+    the `lam in a closure` obligation fails at every constant (its cost grows
+    with the number of entries, its primal does not), and no other function rule
+    changes."""
+    from chad.functions.terms import EnvScatter
+    from chad.proofs import symbolic
+
+    monkeypatch.setitem(symbolic.EXTRA_RULES, EnvScatter, _forward_every_entry)
+    specs = [s for s in rule_table() if s.name in FUNCTION_RULES]
+    failing = {r["rule"] for r in prove_rules(specs, 10**4, b=PROOF_B) if not r["proved"]}
+    assert failing == {"lam in a closure"}
 
 
 # ------------------------------------------------------------------ the CLI

@@ -11,8 +11,12 @@ printing for `chad show`. Costs (docs/cost-model.md, "Functions"):
     LPackAs p e          1 + c(p) + c(e)           (as linl)
     LFunZero, LTagZero   1                         (as lpairzero)
     EnvOneT i d          1 + c(d)
-    EnvScatter e ts      1 + c(e) + (number of entries); the adds are sequenced
-                         with the EVM's then (add's and then's costs when run)
+    EnvScatter e ts      1 + c(e) + (number of entries) + the plusv costs of
+                         summing the entries of each capture the enclosing
+                         closure captured too (a forwarded target); one add per
+                         entry of the other targets, one add per forwarded
+                         target that has entries, sequenced with the EVM's then
+                         (add's and then's costs when run)
     LogOneT a d          1 + c(a) + c(d)
     LogFold l x body     1 + c(l) + Σ_entries (1 + c(body)); the actions are
                          sequenced with the EVM's then (its costs when run)
@@ -22,6 +26,7 @@ printing for `chad show`. Costs (docs/cost-model.md, "Functions"):
 from __future__ import annotations
 
 from chad.errors import EvalError
+from chad.linear import plusv
 from .terms import (
     EnvOneT, EnvScatter, CApp, MkClosure, ClosedApp, ClosedLam, DCall, LCastPack, LFunZero, LogFold, LogOneT, LPackAs, LTagZero,
     Pack, Unpack,
@@ -112,10 +117,20 @@ def eval_envscatter(ev, t, env):
     bag, c = ev.eval(t.expr, env)
     entries = [] if bag is None else bag.entries()
     actions = []
+    cost = 1 + c + len(entries)
+    sums: dict = {}  # forwarded capture index -> the sum of its entries (first-seen order)
     for i, d in entries:
         level, _name, sub = t.targets[i]
-        actions.append(ev.evm.add(level, d if sub is None else EnvOne(sub, d)))
-    cost = 1 + c + len(entries)
+        if sub is None:
+            actions.append(ev.evm.add(level, d))
+        elif i in sums:
+            sums[i], cz = plusv(sums[i], d)
+            cost += cz
+        else:
+            sums[i] = d
+    for i, d in sums.items():
+        level, _name, sub = t.targets[i]
+        actions.append(ev.evm.add(level, EnvOne(sub, d)))
     return then_chain(ev.evm, actions), cost
 
 

@@ -7,9 +7,10 @@ potential φ* of closure cotangents, for the function rules' obligations
 Costs, transcribed from chad/functions/evaluate.py and calls.py
 (docs/cost-model.md, "Functions"): MkClosure 1 + k; CApp 1 + c(f) + c(e) +
 c(body); LCastPack 1 + c(e), + 1 for the zero; LPackAs 1 + c(p) + c(e);
-LFunZero, LTagZero 1; EnvOneT 1 + c(d); EnvScatter 1 + c(e) + E, its action E
-adds chained by `then` (2 steps each); DCall 1 + Σc(args) + c(derived body); a
-source def call 1 + Σc(args) + c(body); RunEVM 1 + c(m) + c(env) + (1 + |cells|
+LFunZero, LTagZero 1; EnvOneT 1 + c(d); EnvScatter 1 + c(e) + E + the merges
+of the forwarded targets' entries, its action one add per local entry and one per
+forwarded target with entries, chained by `then` (2 steps each); DCall 1 +
+Σc(args) + c(derived body); a source def call 1 + Σc(args) + c(body); RunEVM 1 + c(m) + c(env) + (1 + |cells|
 + the action). An abstract function value (a placeholder's) is called through
 symbols: the primal call's cost P, the derivative's Cfwd, its backpropagator's
 Cbwd, and FUN_STEP (chad/proofs/statements.py) as the hypothesis of each call
@@ -270,43 +271,81 @@ def _envscatter(se, t, env):
     if isinstance(bag, OpaqueCtg):
         return _scatter_abstract(se, t, bag, c)
     entries = bag.entries()
+    cost = 1 + c + len(entries)
+    adds, sums = [], {}
+    for i, d in entries:
+        level, _name, sub = t.targets[i]
+        if sub is None:
+            adds.append((level, d))
+        elif i in sums:  # a forwarded capture's entries are summed
+            sums[i], cz = se.plus(sums[i], d)
+            cost += cz
+        else:
+            sums[i] = d
+    for i, d in sums.items():
+        level, _name, sub = t.targets[i]
+        adds.append((level, EnvOne(sub, d)))
 
     def act(e):
         cells = list(e)
         costs = []
-        for i, d in entries:
-            level, _name, sub = t.targets[i]
-            z, cz = se.plus(d if sub is None else EnvOne(sub, d), cells[level])
+        for level, v in adds:
+            z, cz = se.plus(v, cells[level])
             cells[level] = z
             costs.append(1 + cz)
         return None, tuple(cells), _then_cost(costs)
-    return Action(act), 1 + c + len(entries)
+    return Action(act), cost
 
 
 def _scatter_abstract(se, t, bag, c):
-    """E >= 1 entries of unknown cotangents (their φ* summing to S) added to the
-    k captured variables' cells: plusv's bound telescopes per cell."""
-    if any(sub is not None for _, _, sub in t.targets):
-        raise SymbolicError("a scatter into an enclosing closure's environment")
+    """E >= 1 entries of unknown cotangents (their φ* summing to S). The entries of
+    the local targets (E_L of them, φ* S_L) are added to the captured variables'
+    cells (plusv's bound telescopes per cell). The entries of the forwarded
+    targets (captures of the enclosing closure: E_F, S_F) are summed per target
+    (their plusv's bound telescopes per target: the merges cost at most S_F − SS,
+    SS the sums' φ*) and each of the G targets that received some is added to the
+    env cell as one entry (2 steps, φ* + 2 + ENV_ENTRY_W + its sum's), with
+    1 <= G <= min(E_F, number of forwarded targets) when E_F >= 1."""
+    local = [lv for lv, _name, sub in t.targets if sub is None]
+    fwd_levels = {lv for lv, _name, sub in t.targets if sub is not None}
+    n_fwd = sum(1 for _lv, _name, sub in t.targets if sub is not None)
+    if len(fwd_levels) > 1:
+        raise SymbolicError("forwarded targets in more than one environment cell")
     E = se.sym("E", lo=1)
     S = se.sym("S", lo=1)
     se.hyps.append(S >= E)
     se.hyps.append(bag.phi == (2 + ENV_ENTRY_W) * E + 1 + S)
+    if not n_fwd:
+        EL, SL, EF, SF, G, SS, cmerge = E, S, 0, 0, 0, 0, 0
+    else:
+        EL, SL = (se.sym("EL", lo=0), se.sym("SL", lo=0)) if local else (0, 0)
+        EF, SF = se.sym("EF", lo=0), se.sym("SF", lo=0)
+        se.hyps += [EL + EF == E, SL + SF == S, SL >= EL, SF >= EF]
+        G, SS, cmerge = se.sym("G", lo=0), se.sym("SS", lo=0), se.sym("cmerge", lo=0)
+        se.hyps += [G <= EF, G <= n_fwd, SS >= G, cmerge >= EF - G, cmerge - SF + SS <= 0]
+        if local and se.fork(2, ["no forwarded entry", "forwarded entries"]) == 0:
+            se.hyps.append(EF == 0)
+        else:
+            se.hyps.append(G >= 1)
 
     def act(e):
         cells = list(e)
-        cplus = se.sym("cplussum", lo=1)
-        se.hyps.append(cplus >= E)
+        cplus = se.sym("cplussum", lo=1 if not n_fwd else 0)
+        se.hyps.append(cplus >= EL)
         phi_in = phi_out = 0
-        for level, _name, _sub in t.targets:
+        for level in local:
             old = cells[level]
             new = se.opaque_ctg(getattr(old, "lt", None) or AbsLT(-1), "phiscat")
             phi_in, phi_out = phi_in + se.phi(old), phi_out + se.phi(new)
             cells[level] = new
-        se.hyps.append(cplus - S - phi_in + phi_out <= 0)
-        # E adds (1 + cplus_i each) chained by E − 1 thens (2 each)
-        return None, tuple(cells), 3 * E - 2 + cplus
-    return Action(act), 1 + c + E
+        se.hyps.append(cplus - SL - phi_in + phi_out <= 0)
+        for level in fwd_levels:
+            old = cells[level]
+            cells[level] = OpaqueCtg(L_ABSTRACT, se.phi(old) + (2 + ENV_ENTRY_W) * G + SS)
+        # E_L adds (1 + cplus_i each), G adds of one entry to the env cell (1 + 1
+        # each), chained by E_L + G − 1 thens (2 each)
+        return None, tuple(cells), 3 * EL - 2 + cplus + 4 * G
+    return Action(act), 1 + c + E + cmerge
 
 
 def _run(se, t, env):

@@ -181,9 +181,11 @@ def _app_instances():
 
 
 def evaluate_captured_var(inst, rule, chad_class, trail):
-    """TH1 in a closure's run-state for a use of captured variable y2 in the
-    context [x, y1, y2]: its derivative relevelled (its add to y2's cell becomes
-    an add of the one-entry bag [(1, d)] to the env cell); the cells are [x, env]."""
+    """TH1 in a closure's run-state, the context [x, y1, y2] of its parameter and
+    captures, for a term whose derivative `relevel` changes: a use of captured
+    variable y2 (its add to y2's cell becomes an add of the one-entry bag
+    [(1, d)] to the env cell) or a lam capturing some of x, y1, y2 (its scatter's
+    targets y_i are forwarded to the env cell); the cells are [x, env]."""
     target, subs = transform(inst, chad_class)
     target = relevel(target, len(inst.ctx) - 1)
     se = SymEval(trail, subs)
@@ -204,6 +206,19 @@ def evaluate_captured_var(inst, rule, chad_class, trail):
     return _obligation(se, inst, rule, trail, go)
 
 
+def _nested_lam_instances():
+    """A lam inside a closure's body: the context [x, y1, y2] of the enclosing
+    closure (its parameter x, its captures y1, y2), the lam capturing some of
+    them; the captures y_i are forwarded targets after `relevel`."""
+    ctx = (("x", abs_type(1)), ("y1", abs_type(101)), ("y2", abs_type(102)))
+    out = []
+    for caps in (("y2",), ("y1", "y2"), ("x", "y2"), ("x", "y1", "y2")):
+        lam = Lam("a", abs_type(3), Sub(1, abs_type(2)), caps,
+                  ty=Fun(abs_type(3), abs_type(2)))
+        out.append(Instance(lam, ctx, f"captures {', '.join(caps)} of [x, y1, y2]"))
+    return out
+
+
 def _captured_var_instances():
     ctx = (("x", abs_type(1)), ("y1", abs_type(101)), ("y2", abs_type(102)))
     return [Instance(Var("y2", ty=abs_type(102)), ctx, "y2 of [x, y1, y2]")]
@@ -215,6 +230,8 @@ def function_rules() -> list[RuleSpec]:
         RuleSpec("lam closure", _lam_instances, evaluate=evaluate_closure,
                  note="FUN_STEP for the closure, from TH1 of its body in [x, env]"),
         RuleSpec("var captured", _captured_var_instances, evaluate=evaluate_captured_var),
+        RuleSpec("lam in a closure", _nested_lam_instances, evaluate=evaluate_captured_var,
+                 note="TH1 in the enclosing closure's run-state [x, env]"),
         RuleSpec("app", _app_instances),
         RuleSpec("def", _def_instances, evaluate=evaluate_def,
                  note="FUN_STEP for g$D, from TH1 of g's body"),

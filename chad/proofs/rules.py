@@ -146,8 +146,6 @@ def core_rules() -> list[RuleSpec]:
 NOT_YET = (
     ("gather, several reads", "a rule that pays for its reads on an empty build (one read "
                               "is proved; two need c = 78 to 83, r reads no constant)"),
-    ("lam in a closure", "a closure capturing a variable the enclosing closure captured: "
-                         "its scatter re-wraps each entry, per nesting level (docs/proofs.md)"),
 )
 
 
