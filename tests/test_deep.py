@@ -84,7 +84,9 @@ def test_the_compiler_gives_what_its_recursive_passes_gave():
     term and of every generated module (primal, grad on three transforms, vjp
     on two runtimes, jvp) of 90 programs (the examples, 300 nested lets, a sum
     of 300 terms, generated programs of every family), recorded by the
-    recursive versions in tests/golden/compiled_identity.json."""
+    recursive versions in tests/golden/compiled_identity.json (the programs
+    with builds regenerated since, by these passes, when the gather shortcut's
+    derivative gained its test of an empty build: a deliberate change)."""
     import sys
 
     from tests.golden.compiled_identity import FILE, fingerprints

@@ -23,6 +23,7 @@ let / pair / closure shapes, every closure listing its captured variables.
   chad (length t) = let r = chad t in pair (length (fst r)) (lamwith [] \\d -> pure ())
 
   chad (build s (i. t)) = let rn = chad s in let n = fst rn in
+      [if n == 0 then pair [] (lamwith [] \\d -> pure ()) else]   (with gather reads)
       [let ix_e = build n (i. e) in]*          (one per distinct gather index e, §8.1)
       [let g_k = gather a_k ix_k in]*         (one per gather read a_k ! e_k)
       let a = build n (i. [let x_k = g_k ! i in]* chad_{Γ,i,x_1..x_m} t') in
@@ -56,7 +57,9 @@ occurrence is replaced by a fresh variable x bound to `g ! i`, and x's cotangent
 is accumulated densely in a per-element `scope` cell; the reverse pass ends with
 ONE `add a (BArray ix dx)`, so a is later scattered once instead of receiving n
 BOne singletons. The primal value and the primal's errors are unchanged (the
-occurrence was evaluated for every i anyway).
+occurrence was evaluated for every i anyway). An empty build evaluates no read,
+so with gather reads the derivative tests n == 0 first and then builds none of
+that machinery (its cost per read would not be paid by the primal).
 """
 
 from __future__ import annotations
@@ -64,6 +67,7 @@ from __future__ import annotations
 import attrs
 
 from chad.linear import L_UN
+from chad.primitives import branch, ilit, prim
 from chad.terms import (
     AddEVM, App, ArrayLit, BindEVM, Build, Case, Fold, Fst, Index, Lam, Length, Let,
     LPairZero, LUnit, MapA, Pair, Prim, PureEVM, Snd, Term, ThenEVM, Unit, Var, binders_of,
@@ -180,6 +184,12 @@ def chad_build(self: Chad, t: Build) -> Term:
         term = Let(gname, Gather(Var(g.arr), Var(ix), loc=g.loc), term)
     for e, ix in reversed(list(ix_of.items())):
         term = Let(ix, Build(Var(n), t.name, e, ty=ArrayT(Z), loc=t.loc), term)
+    if gathers:
+        # an empty build evaluates no read: its derivative skips the gather
+        # machinery (index arrays, gathers, cells, adds: a constant per read)
+        empty = Pair(ArrayLit((), ty=ArrayT(elem_ty), loc=t.loc),
+                     Lam(self.fresh("d"), None, PureEVM(Unit()), ()))
+        term = branch(prim("IEQ", Var(n), ilit(0)), empty, term)
     return Let(rn, self(t.size), Let(n, Fst(Var(rn)), term))
 
 

@@ -184,11 +184,7 @@ def _instance(reads: str) -> Instance:
                     labels.get(reads, reads))
 
 
-def several_reads() -> RuleSpec:
-    """The gather shortcut with two reads (not in the rule table: on an empty
-    build each read costs steps the primal does not pay, docs/proofs.md)."""
-    return RuleSpec("gather, two reads", lambda: [_instance("ab"), _instance("aa")])
-
-
 def gather_rules():
-    return [RuleSpec("gather", lambda: [_instance("a")], note="build with one gather read (§8.1)")]
+    return [RuleSpec("gather", lambda: [_instance("a"), _instance("ab"), _instance("aa")],
+                     note="build with gather reads (§8.1): one read, two arrays with one "
+                          "index, one array with two indices")]

@@ -62,8 +62,7 @@ from .array_rules import length_of
 from .specs import GAMMA, Instance, RuleSpec
 from .symbolic import (
     EXT_PLUS_SLACK, EXTRA_RULES, AbsT, Action, Opaque, OpaqueCtg, Sub, SubChad, SubHyp,
-    SymbolicError,
-    ext_leaves,
+    SymbolicError, count_of, ext_leaves,
 )
 
 
@@ -116,15 +115,6 @@ class SymZeros:
 
     def __init__(self, n):
         self.n = n
-
-
-def count_of(se, v):
-    """An integer value: itself, or the count symbol (>= 0) of an opaque one."""
-    if isinstance(v, Opaque):
-        if getattr(v, "count", None) is None:
-            v.count = se.sym("n")
-        return v.count
-    return int(v)
 
 
 def bag_entries(d) -> int:
@@ -390,11 +380,9 @@ def _sequence_scoped(se, t: SequenceScoped, env):
             Sfinal = [se.sym(f"Sphifinal{k}") for _ in range(L)]
             for s in Sfinal:
                 se.hyps.append(s >= n)
-            if se.fork(2, ["n = 0", "n >= 1"]) == 0:
-                se.hyps.append(n == 0)
+            if se.empty_fork(n) == 0:
                 seq_cost, e_out = 1, tuple(e)
             else:
-                se.hyps.append(n >= 1)
                 seq_cost = 2 * (n - 1)
                 e_out = tuple(se.opaque_ctg(getattr(x, "lt", None), "phiout") for x in e)
             result = None

@@ -51,7 +51,7 @@ from chad.terms import (
     Term, ThenEVM, Unit, Var, node,
 )
 from chad.types import Type
-from chad.values import Inj
+from chad.values import FALSE, TRUE, Inj
 
 
 class SymbolicError(Exception):
@@ -243,6 +243,15 @@ class SubHyp:
     mult: Any = 1
 
 
+def count_of(se, v):
+    """An integer value: itself, or the count symbol (>= 0) of an opaque one."""
+    if isinstance(v, Opaque):
+        if getattr(v, "count", None) is None:
+            v.count = se.sym("n")
+        return v.count
+    return int(v)
+
+
 class SymEval:
     """The counting evaluator's cost rules (chad/costmodel/evaluate.py, the
     core rules and the EVM operations) and the LACM's (chad/costmodel/lacm.py)
@@ -260,6 +269,7 @@ class SymEval:
         self.primal: dict[int, Any] = {}
         self.crun: dict[int, Any] = {}
         self.P: dict[int, Any] = {}
+        self.empties: dict[str, int] = {}  # count symbol -> 0 (it is 0) or 1 (>= 1)
 
     # -- symbols
     def sym(self, stem: str, value=None, lo: int | None = 0):
@@ -273,6 +283,17 @@ class SymEval:
                 raise SymbolicError(f"concrete mode: no value for {name}")
             self.values[name] = int(value)
         return s
+
+    def empty_fork(self, n) -> int:
+        """Whether the count n (a symbol >= 0) is 0 (0) or at least 1 (1): a fork,
+        made once per count, whose answer later tests of the same count reuse."""
+        key = str(n)
+        d = self.empties.get(key)
+        if d is None:
+            d = self.fork(2, ["n = 0", "n >= 1"])
+            self.hyps.append(n == 0 if d == 0 else n >= 1)
+            self.empties[key] = d
+        return d
 
     def fork(self, n: int, labels: list[str]) -> int:
         if self.concrete is not None:
@@ -472,6 +493,11 @@ class SymEval:
             if EXTRA_RULES.get("length") is None:
                 raise SymbolicError(f"{t.op} is not constant-time")
             extra = EXTRA_RULES["length"](self, v)
+        if t.op == "IEQ" and isinstance(v, tuple) and any(
+                type(x) is int and x == 0 for x in v) and any(isinstance(x, Opaque) for x in v):
+            # `n == 0` of a count (chad_build's test of an empty build): a fork
+            o = next(x for x in v if isinstance(x, Opaque))
+            return (TRUE if self.empty_fork(count_of(self, o)) == 0 else FALSE), 1 + c
         if _has_opaque(v):
             return Opaque(f"{t.op.lower()}"), 1 + c + extra
         return p.evaluate(v), 1 + c + extra
