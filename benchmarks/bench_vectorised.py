@@ -1,8 +1,11 @@
 """Vectorised array code (docs/compiler.md, "Vectorisation"): chad's compiled
 primal and gradient against a hand-written numpy VJP, JAX `jit` and PyTorch
 eager (those two when installed: `pip install -e '.[bench]'`; skipped if not),
-on dot, logsumexp and map with a closure at n = 10^3 .. 10^6 and the sum of a
-matrix-vector product at n = 10 .. 1000 (an n x n matrix).
+on dot, logsumexp, map with a closure and a 1-D stencil (examples/stencil.chad:
+clamped borders, reads at indices computed by a def call) at n = 10^3 .. 10^6,
+the sum of a matrix-vector product at n = 10 .. 1000 (an n x n matrix) and the
+10-20-5 MLP of the compiled-gradient benchmark on a batch of n = 64 inputs (the
+loss summed over the batch).
 
 Per case, every tool is timed in turn within a round (a batch of calls sized to
 about 20 ms), rounds interleaved; the figure is the median over the rounds with
@@ -10,7 +13,9 @@ the spread (min .. max). chad's gradient is measured only up to the size where
 one call stays under CHAD_BUDGET seconds (measured, or predicted from the last
 size: linear, quadratic for the n x n matrix) (a gradient whose parts are not
 vectorised runs element by element); the log-log slope of its time over n is
-fitted on the sizes measured. Results: benchmarks/out/vectorised.md.
+fitted on the sizes measured. Before timing, chad's value and gradient are
+checked against the numpy VJP's at every size. Results: benchmarks/out/vectorised.md
+and the plot benchmarks/out/vectorised.png (with matplotlib).
 Nothing here fails on time.
 """
 
@@ -31,6 +36,27 @@ ROUNDS = 7
 BATCH_S = 0.02
 CHAD_BUDGET = 2.0   # seconds per call above which chad's gradient is not measured
 
+MLP_TEXT = """\
+def max2(p : R * R) : R = if fst p > snd p then fst p else snd p
+
+def logsumexp(z : Array R) : R =
+  let m = fold (\\p -> max2(p)) z in
+  m + log (sum (map (\\x -> exp (x - m)) z))
+
+def affine(w : Array (Array R), b : Array R, x : Array R) : Array R =
+  build (length w) (\\i -> sum (build (length x) (\\j -> w ! i ! j * x ! j)) + b ! i)
+
+def loss(w1 : Array (Array R), b1 : Array R, w2 : Array (Array R), b2 : Array R,
+         x : Array R, y : Array R) : R =
+  let h = map (\\a -> tanh a) (affine(w1, b1, x)) in
+  let z = affine(w2, b2, h) in
+  sum y * logsumexp(z) - sum (build (length z) (\\i -> y ! i * z ! i))
+
+def batch(w1 : Array (Array R), b1 : Array R, w2 : Array (Array R), b2 : Array R,
+          xs : Array (Array R), ys : Array (Array R)) : R =
+  sum (build (length xs) (\\k -> loss(w1, b1, w2, b2, xs ! k, ys ! k)))
+"""
+
 PROGRAMS = {
     "dot": "def dot(a : Array R, b : Array R) : R = sum (build (length a) (\\i -> a ! i * b ! i))",
     "logsumexp": "def lse(a : Array R) : R = let m = fold (\\p -> max(fst p, snd p)) a in "
@@ -40,9 +66,13 @@ PROGRAMS = {
     "sum-matvec": "def smv(m : Array (Array R), v : Array R) : R = "
                   "sum (build (length m) (\\i -> "
                   "sum (build (length v) (\\j -> m ! i ! j * v ! j))))",
+    "stencil": (Path(__file__).resolve().parent.parent / "examples" / "stencil.chad").read_text(),
+    "mlp-batch": MLP_TEXT,
 }
 SIZES = {"dot": (10**3, 10**4, 10**5, 10**6), "logsumexp": (10**3, 10**4, 10**5, 10**6),
-         "map-closure": (10**3, 10**4, 10**5, 10**6), "sum-matvec": (10, 100, 1000)}
+         "map-closure": (10**3, 10**4, 10**5, 10**6), "sum-matvec": (10, 100, 1000),
+         "stencil": (10**3, 10**4, 10**5, 10**6), "mlp-batch": (64,)}
+MLP_SHAPE = (10, 20, 5)
 
 
 def args_of(name: str, n: int, rng):
@@ -52,6 +82,13 @@ def args_of(name: str, n: int, rng):
         return (rng.normal(size=n),)
     if name == "map-closure":
         return (0.7, rng.normal(size=n))
+    if name == "stencil":
+        return (rng.normal(size=n),)
+    if name == "mlp-batch":
+        i, h, o = MLP_SHAPE
+        return (tuple(rng.normal(size=(h, i)) * 0.3), rng.normal(size=h) * 0.1,
+                tuple(rng.normal(size=(o, h)) * 0.3), rng.normal(size=o) * 0.1,
+                tuple(rng.normal(size=(n, i))), tuple(rng.uniform(0.0, 1.0, size=(n, o))))
     m = rng.normal(size=(n, n))
     return (tuple(m), rng.normal(size=n))
 
@@ -84,6 +121,48 @@ def numpy_tools(name: str):
             return float(np.sum(t * xs)), (float(np.sum(dt * xs)), t + dt * w)
         return p, g
 
+    if name == "stencil":
+        def parts(a):
+            n = len(a)
+            i = np.arange(n)
+            im, ip = np.maximum(i - 1, 0), np.minimum(i + 1, n - 1)
+            return im, ip, 0.25 * a[im] + 0.5 * a + 0.25 * a[ip]
+
+        def p(a):
+            s = parts(a)[2]
+            return float(s @ s)
+
+        def g(a):
+            n = len(a)
+            im, ip, s = parts(a)
+            ds = 2.0 * s
+            q = 0.25 * ds
+            return float(s @ s), (0.5 * ds + np.bincount(im, q, n) + np.bincount(ip, q, n),)
+        return p, g
+    if name == "mlp-batch":
+        def fwd(w1, b1, w2, b2, xs, ys):
+            w1, w2, xs, ys = np.stack(w1), np.stack(w2), np.stack(xs), np.stack(ys)
+            hid = np.tanh(xs @ w1.T + b1)
+            z = hid @ w2.T + b2
+            m = z.max(axis=1, keepdims=True)
+            e = np.exp(z - m)
+            se = e.sum(axis=1, keepdims=True)
+            lse = m + np.log(se)
+            sy = ys.sum(axis=1, keepdims=True)
+            loss = float(np.sum(sy * lse) - np.sum(ys * z))
+            return loss, (w1, w2, xs, ys, hid, z, e / se, lse, sy)
+
+        def p(*args):
+            return fwd(*args)[0]
+
+        def g(*args):
+            loss, (w1, w2, xs, ys, hid, z, soft, lse, sy) = fwd(*args)
+            dz = sy * soft - ys
+            da = (dz @ w2) * (1.0 - hid * hid)
+            return loss, (da.T @ xs, da.sum(axis=0), dz.T @ hid, dz.sum(axis=0),
+                          da @ w1, lse - z)
+        return p, g
+
     def p(m, v):
         return float(np.sum(np.stack(m) @ v))
 
@@ -108,13 +187,25 @@ def jax_tools(name: str):
             return jnp.log(jnp.sum(jnp.exp(a - m))) + m
     elif name == "map-closure":
         f = lambda w, xs: jnp.sum(jnp.tanh(w * xs) * xs)  # noqa: E731
+    elif name == "stencil":
+        def f(a):
+            n = a.shape[0]
+            i = jnp.arange(n)
+            s = 0.25 * a[jnp.maximum(i - 1, 0)] + 0.5 * a + 0.25 * a[jnp.minimum(i + 1, n - 1)]
+            return jnp.sum(s * s)
+    elif name == "mlp-batch":
+        def f(w1, b1, w2, b2, xs, ys):
+            z = jnp.tanh(xs @ w1.T + b1) @ w2.T + b2
+            m = jnp.max(z, axis=1, keepdims=True)
+            lse = m + jnp.log(jnp.sum(jnp.exp(z - m), axis=1, keepdims=True))
+            return jnp.sum(jnp.sum(ys, axis=1, keepdims=True) * lse) - jnp.sum(ys * z)
     else:
         f = lambda m, v: jnp.sum(m @ v)  # noqa: E731
-    argnums = (0, 1) if name in ("dot", "map-closure", "sum-matvec") else (0,)
+    argnums = {"dot": (0, 1), "map-closure": (0, 1), "sum-matvec": (0, 1),
+               "mlp-batch": tuple(range(6))}.get(name, (0,))
     p = jax.jit(f)
     g = jax.jit(jax.value_and_grad(f, argnums=argnums))
-    conv = (lambda args: (jnp.asarray(np.stack(args[0])), jnp.asarray(args[1]))) \
-        if name == "sum-matvec" else (lambda args: tuple(jnp.asarray(x) for x in args))
+    conv = lambda args: tuple(jnp.asarray(_stacked(x)) for x in args)  # noqa: E731
     return (lambda *a: p(*a).block_until_ready(),
             lambda *a: jax.block_until_ready(g(*a)), conv)
 
@@ -134,6 +225,18 @@ def torch_tools(name: str):
             return torch.log(torch.exp(xs[0] - m).sum()) + m
         if name == "map-closure":
             return (torch.tanh(xs[0] * xs[1]) * xs[1]).sum()
+        if name == "stencil":
+            a = xs[0]
+            n = a.shape[0]
+            i = torch.arange(n)
+            s = (0.25 * a[torch.clamp(i - 1, min=0)] + 0.5 * a
+                 + 0.25 * a[torch.clamp(i + 1, max=n - 1)])
+            return (s * s).sum()
+        if name == "mlp-batch":
+            w1, b1, w2, b2, x, y = xs
+            z = torch.tanh(x @ w1.T + b1) @ w2.T + b2
+            lse = torch.logsumexp(z, dim=1, keepdim=True)
+            return (y.sum(dim=1, keepdim=True) * lse).sum() - (y * z).sum()
         return (xs[0] @ xs[1]).sum()
 
     def p(*xs):
@@ -147,11 +250,14 @@ def torch_tools(name: str):
         return y.item(), [x.grad for x in leaves]
 
     def conv(args):
-        if name == "sum-matvec":
-            return (torch.from_numpy(np.stack(args[0])), torch.from_numpy(args[1]))
         return tuple(torch.tensor(x, dtype=torch.float64) if np.isscalar(x)
-                     else torch.from_numpy(x) for x in args)
+                     else torch.from_numpy(_stacked(x)) for x in args)
     return p, g, conv
+
+
+def _stacked(x):
+    """An Array (Array R) argument (a tuple of rows) as a 2-D array for the peers."""
+    return np.stack(x) if isinstance(x, tuple) else x
 
 
 # ----------------------------------------------------------------- timing
@@ -198,7 +304,8 @@ def slope(points) -> float | None:
     return sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
 
 
-def run_case(name: str, sizes, rounds: int, rows: list, slopes: dict) -> None:
+def run_case(name: str, sizes, rounds: int, rows: list, slopes: dict,
+             series: dict | None = None) -> None:
     rng = np.random.default_rng(0)
     text = PROGRAMS[name]
     chad_p, chad_g = chad.primal(text), chad.grad(text)
@@ -211,7 +318,7 @@ def run_case(name: str, sizes, rounds: int, rows: list, slopes: dict) -> None:
     points = []
     for n in sizes:
         args = args_of(name, n, rng)
-        want = np_g(*args)[0]
+        want, want_grads = np_g(*args)
         got = chad_p(*args)
         assert abs(got - want) <= 1e-9 * max(1.0, abs(want)), (name, n, got, want)
         tools = {("chad", "primal"): (chad_p, args), ("numpy", "primal"): (np_p, args),
@@ -222,9 +329,10 @@ def run_case(name: str, sizes, rounds: int, rows: list, slopes: dict) -> None:
             one = CHAD_BUDGET
             for _ in range(2):  # the faster of two calls (a spike of the machine's load)
                 t0 = time.perf_counter()
-                value, _ = chad_g(*args)
+                value, grads = chad_g(*args)
                 one = min(one, time.perf_counter() - t0)
                 assert abs(value - want) <= 1e-9 * max(1.0, abs(want))
+                check_grads(name, n, grads, want_grads)
                 if one > CHAD_BUDGET:
                     break
             grad_ok = one < CHAD_BUDGET
@@ -241,6 +349,10 @@ def run_case(name: str, sizes, rounds: int, rows: list, slopes: dict) -> None:
         med = lambda k: res[k][0] if k in res else None  # noqa: E731
         if ("chad", "grad") in res:
             points.append((n, med(("chad", "grad"))))
+        if series is not None:
+            for key, (m, _lo, _hi) in res.items():
+                if key[1] == "grad":
+                    series.setdefault(name, {}).setdefault(key[0], []).append((n, m))
         ratio = lambda a, b: None if a is None or b is None else a / b  # noqa: E731
         rows.append([
             name, str(n),
@@ -254,6 +366,18 @@ def run_case(name: str, sizes, rounds: int, rows: list, slopes: dict) -> None:
         ])
         print("  ".join(rows[-1]), flush=True)
     slopes[name] = slope(points)
+
+
+def check_grads(name, n, grads, want) -> None:
+    """chad's gradients against the numpy VJP's (1e-9, relative to the largest)."""
+    grads = [g for g in grads if g is not None]  # the Z arguments' (none here)
+    assert len(grads) == len(want), (name, n, len(grads), len(want))
+    for k, (g, w) in enumerate(zip(grads, want)):
+        g = np.asarray(_stacked(g) if isinstance(g, tuple) else g, dtype=np.float64)
+        w = np.asarray(w, dtype=np.float64)
+        scale = max(1.0, float(np.max(np.abs(w))) if w.size else 1.0)
+        assert g.shape == w.shape and np.max(np.abs(g - w), initial=0.0) <= 1e-9 * scale, \
+            (name, n, k)
 
 
 def _cell(res, key) -> str:
@@ -278,10 +402,11 @@ def main(argv: list[str] | None = None) -> None:
     rounds = 3 if quick else ROUNDS
     rows: list = []
     slopes: dict = {}
+    series: dict = {}
     print("  ".join(HEADER))
     for name in PROGRAMS:
         sizes = SIZES[name][:2] if quick else SIZES[name]
-        run_case(name, sizes, rounds, rows, slopes)
+        run_case(name, sizes, rounds, rows, slopes, series)
     lines = ["# Vectorised arrays: chad compiled against numpy, JAX and PyTorch", "",
              f"`python -m benchmarks vectorised` ({time.strftime('%Y-%m-%d %H:%M')}, "
              f"Python {sys.version.split()[0]}, numpy {np.__version__}); per call, median "
@@ -294,6 +419,34 @@ def main(argv: list[str] | None = None) -> None:
     OUT.parent.mkdir(exist_ok=True)
     OUT.write_text("\n".join(lines) + "\n")
     print(f"slopes: {slopes}\nwritten {OUT}")
+    plot(series)
+
+
+def plot(series: dict) -> None:
+    """Gradient time per call against n, one panel per program (log-log)."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib not installed: no plot")
+        return
+    names = list(series)
+    fig, axes = plt.subplots(1, len(names), figsize=(3.2 * len(names), 3.2), squeeze=False)
+    for ax, name in zip(axes[0], names):
+        for tool, pts in sorted(series[name].items()):
+            ns, ts = zip(*pts)
+            ax.plot(ns, ts, marker="o", label=tool)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_title(name)
+        ax.set_xlabel("n")
+    axes[0][0].set_ylabel("gradient, s per call")
+    axes[0][0].legend(fontsize="small")
+    fig.tight_layout()
+    png = OUT.with_suffix(".png")
+    fig.savefig(png, dpi=110)
+    print(f"written {png}")
 
 
 if __name__ == "__main__":

@@ -385,13 +385,13 @@ def test_fold_gradient(n):
 @pytest.mark.parametrize("n", [1, 2, 3, 10, 50])
 def test_dot_product_figures(n):
     """docs/arrays.md: examples/dot.chad at n = 10^5 takes 900,004 primal and
-    11,600,110 gradient steps ("9 per element", "about 116 per element"): 9n + 4 and
-    116n + 110, checked at small n."""
+    11,600,116 gradient steps ("9 per element", "about 116 per element"): 9n + 4 and
+    116n + 116, checked at small n."""
     with open(os.path.join(EXAMPLES, "dot.chad")) as f:
         text = f.read()
     a = [float(i) for i in range(n)]
     b = [float(2 * i + 1) for i in range(n)]
-    assert grad_steps(text, [a, b], 1.0) == (9 * n + 4, 116 * n + 110)
+    assert grad_steps(text, [a, b], 1.0) == (9 * n + 4, 116 * n + 116)
 
 
 def test_def_call_gradient():
@@ -476,17 +476,32 @@ def test_gather_gradient(n):
     """docs/arrays.md, gathers: `build (length a) (\\i -> a ! i)` reads a ! i once per
     element: ix = build n (i. i), g = gather a ix (1 + 1 + 1 + n), the body reads g ! i
     into a per-element cell (sequenceScoped [lunit, lzero] keep), and ONE
-    `add a (BArray ix dx)` at the end:
-      CHAD t: (1 + (1 + 3 + 5)) + (1 + 2) + (1 + 2 + n) + (1 + 3 + n)
-              + (1 + 2 + n (let 1 + g ! i 3 + pair 3)) + (1 + 2 + n) + pair 6 = 32 + 10n
+    `add a (BArray ix dx)` at the end; first the test of an empty build, `case
+    (n == 0)`: case 1 + IEQ (1 + pair (1 + n 1 + 0 (ILIT 1 + unit 1))) = 6:
+      CHAD t: (1 + (1 + 3 + 5)) + (1 + 2) + 6 + (1 + 2 + n) + (1 + 3 + n)
+              + (1 + 2 + n (let 1 + g ! i 3 + pair 3)) + (1 + 2 + n) + pair 6 = 38 + 10n
       sequenceScoped: 1 + 2 + scatter (8 + 3n) + inits (1 + 2) + 4n + 2 = 16 + 7n;
-      its bind 1 + .. + lam 2; m = 1 + (33 + 10n) + 1 + (19 + 7n) = 54 + 17n
+      its bind 1 + .. + lam 2; m = 1 + (39 + 10n) + 1 + (19 + 7n) = 60 + 17n
       per element: 1 + 1 + ccall (3 + add 2 + 2 x 2 scopes + 2 kept) + run (2 scopes +
       add 2 + bind 1 + store 2 + pure 1) = 21; sequence 2 (n - 1); final bind 3 + n
       bind: 1 + (24n + 1) + ccall (add 1 + BArray (1 + 2 + 1)) + add run 2 = 24n + 9
-      total 1 + (54 + 17n) + 3 + (1 + 1 + 24n + 9) = 69 + 41n"""
+      total 1 + (60 + 17n) + 3 + (1 + 1 + 24n + 9) = 75 + 41n"""
     text = "def f(a : Array R) : Array R = build (length a) (\\i -> a ! i)"
-    assert grad_steps(text, [arr(n)], [1.0] * n) == (3 + 3 * n, 69 + 41 * n)
+    assert grad_steps(text, [arr(n)], [1.0] * n) == (3 + 3 * n, 75 + 41 * n)
+
+
+def test_gather_gradient_of_an_empty_build():
+    """The same build at n = 0: the test of an empty build (6, above) takes the
+    branch `pair [] (\\d -> pure ())` (pair 1 + [] 1 + lam 1 = 3), whatever the
+    number of gather reads:
+      CHAD t: (1 + (1 + 3 + 5)) + (1 + 2) + 6 + 3 = 22
+      m = app 1 + (snd 1 + 22) + ctg 1 + pure (1 + unit 1) = 27
+      total 1 + 27 + 3 + (1 + 1 + pure 1) = 34"""
+    one = "def f(a : Array R) : Array R = build (length a) (\\i -> a ! i)"
+    three = ("def f(a : Array R) : Array R = "
+             "build (length a) (\\i -> a ! i + a ! (i + 1) * a ! (i + 2))")
+    assert grad_steps(one, [[]], []) == (3, 34)
+    assert grad_steps(three, [[]], []) == (3, 34)
 
 
 def test_let_bound_closure_gradient():
