@@ -60,6 +60,22 @@ def test_the_derivative_of_a_build_or_map_returns_the_sources_array(form, backen
 
 
 @pytest.mark.parametrize("backend", ["interp", "compiled"])
+@pytest.mark.parametrize("form", ["build (length xs) (\\i -> xs ! i * 2.0)",
+                                  "build (length xs) (\\i -> xs ! i * xs ! (i + 0))",
+                                  "map (\\x -> x * 2.0) xs"])
+def test_the_derivative_of_an_empty_build_or_map_returns_the_sources_array(form, backend):
+    """At n = 0 too (for a build with gather reads, the derivative's branch for an
+    empty build, an empty array literal of the element type): the derivative's
+    array is the source's, an empty float64 numpy array, and the cotangent too."""
+    text = f"def f(xs : Array R) : Array R = {form}"
+    source, _steps = chad.run(text, [[]])
+    value, (dxs,) = chad.grad(text, backend=backend)([], ctg=[])
+    for v in (source, value):
+        assert isinstance(v, np.ndarray) and v.dtype == np.float64 and v.shape == (0,)
+    assert isinstance(dxs, np.ndarray) and dxs.dtype == np.float64 and dxs.shape == (0,)
+
+
+@pytest.mark.parametrize("backend", ["interp", "compiled"])
 def test_the_cotangent_of_a_folded_array_is_dense(backend):
     text = "def f(xs : Array R) : R = fold (\\p -> fst p) xs"
     value, (dxs,) = chad.grad(text, backend=backend)([5.0, 2.0, 3.0, 4.0])
