@@ -30,6 +30,7 @@ from pathlib import Path
 import numpy as np
 
 import chad
+from chad.compile.memory import keep_freed_memory
 
 OUT = Path(__file__).resolve().parent / "out" / "vectorised.md"
 ROUNDS = 7
@@ -396,6 +397,33 @@ HEADER = ["program", "n", "chad grad", "chad primal", "numpy VJP", "JAX jit grad
           "chad/numpy primal"]
 
 
+def dot_memory(n: int = 10**6) -> dict:
+    """Peak memory (tracemalloc: numpy's allocations are traced) of one dot
+    gradient at n, above what was allocated before the call, as a multiple of
+    the inputs' own size (2 arrays of n reals), for chad's compiled gradient and
+    the hand-written numpy VJP (JAX's and PyTorch's allocators are not traced).
+    Each is called once before, so nothing compiled or cached is counted; the
+    gradients returned are (1.0 of the inputs' size)."""
+    import tracemalloc
+
+    rng = np.random.default_rng(1)
+    args = args_of("dot", n, rng)
+    inputs = sum(a.nbytes for a in args)
+    out = {}
+    for tool, fn in (("chad", chad.grad(PROGRAMS["dot"])), ("numpy", numpy_tools("dot")[1])):
+        fn(*args)
+        tracemalloc.start()
+        try:
+            base = tracemalloc.get_traced_memory()[0]
+            result = fn(*args)
+            peak = tracemalloc.get_traced_memory()[1] - base
+        finally:
+            tracemalloc.stop()
+        del result
+        out[tool] = peak / inputs
+    return out
+
+
 def main(argv: list[str] | None = None) -> None:
     argv = argv or []
     quick = "--quick" in argv
@@ -416,6 +444,16 @@ def main(argv: list[str] | None = None) -> None:
     lines += ["| " + " | ".join(r) + " |" for r in rows]
     lines += ["", "Log-log slope of chad's gradient time over n (sizes measured):", ""]
     lines += [f"- {name}: {'-' if s is None else f'{s:.2f}'}" for name, s in slopes.items()]
+    mem = dot_memory(10**5 if quick else 10**6)
+    size = "10^5" if quick else "10^6"
+    lines += ["", f"Peak memory of one dot gradient at n = {size} above the baseline "
+              f"(tracemalloc), as a multiple of the inputs' own size: chad "
+              f"{mem['chad']:.2f}, numpy VJP {mem['numpy']:.2f} (goal: chad at most 3).", "",
+              "chad sets glibc's malloc thresholds when it compiles its first function "
+              "(chad/compile/memory.py; CHAD_MALLOC=system to leave them): every tool "
+              f"timed here runs in the same process with that setting "
+              f"(set: {keep_freed_memory()})."]
+    print(f"memory: {mem}")
     OUT.parent.mkdir(exist_ok=True)
     OUT.write_text("\n".join(lines) + "\n")
     print(f"slopes: {slopes}\nwritten {OUT}")

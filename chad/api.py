@@ -162,7 +162,7 @@ def _compiled_grad(prog: Program, d: Def, spec, evm: str, simplify: bool):
     """The one-term gradient, for results whose cotangent decodes without the
     value (R, Z, (), and pairs of them)."""
     module = compiled.gradient_module(prog, d, spec.name, evm, simplify)
-    entry, decode, dense = module.entry, _decoder(d), convert.gradients(d.params)
+    entry, decode, dense = module.entry, _decoder(d, copy=False), convert.gradients(d.params)
     cells_of, ctg_of = spec.cells_of, convert.cotangent(d.result)
     real = isinstance(d.result, Real)
 

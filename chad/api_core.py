@@ -20,6 +20,7 @@ from .deep import run_deep
 from .errors import ChadError, UsageError
 from .parser import parse_program
 from .terms import Def, Program
+from .types import holds_array
 from .values import value_from_json
 
 features.load()  # the composition root: every transform and extension
@@ -93,7 +94,7 @@ def primal(program: str | Program, fn: str | None = None, backend: str | None = 
 
         return interp
     module = compiled.primal_module(prog, d, simplify)
-    entry, decode = module.entry, _decoder(d)
+    entry, decode = module.entry, _decoder(d, copy=holds_array(d.result))
 
     def at(*args):
         vals = decode(args)
@@ -111,9 +112,11 @@ def compiled_primal(program: str | Program, fn: str | None = None, simplify: boo
     return compiled.primal_module(prog, prog.find(fn), simplify).entry
 
 
-def _decoder(d: Def):
-    """args -> the parameters' values (decode_args', with fast paths)."""
-    fast = convert.arguments(d.params)
+def _decoder(d: Def, copy: bool = True):
+    """args -> the parameters' values (decode_args', with fast paths); with
+    `copy` False, float64 arrays are used as given (convert.arguments): only for
+    a call that returns no array and keeps nothing (a gradient, not a vjp)."""
+    fast = convert.arguments(d.params, copy)
 
     def slow(args):
         env = decode_args(d, args)

@@ -107,3 +107,14 @@ def is_first_order(t: Type) -> bool:
         case ArrayT(e):
             return is_first_order(e)
     return True
+
+
+def holds_array(t: Type) -> bool:
+    """True when a value of `t` may contain an array (or a function, which may
+    capture one)."""
+    match t:
+        case ArrayT() | Fun():
+            return True
+        case Prod(a, b) | Sum(a, b):
+            return holds_array(a) or holds_array(b)
+    return False

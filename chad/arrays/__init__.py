@@ -61,12 +61,14 @@ def register() -> None:
     register_node(BFillT, compiled="eval", eval=E.eval_bfill, show=show.show_bfill)
     register_node(Collect, compiled="eval", eval=E.eval_collect, show=show.show_collect)
     register_node(Zeros, compiled="eval", eval=E.eval_zeros, show=show.show_zeros)
-    register_node(Scatter, compiled="eval", eval=E.eval_scatter, show=show.show_scatter)
+    register_node(Scatter, compiled="eval", eval=E.eval_scatter, show=show.show_scatter,
+                  vectorise=lower.vectorise_scatter)
     register_node(Unzip, compiled="eval", eval=E.eval_unzip, show=show.show_unzip,
                   forward=FW.forward_unzip, vectorise=lower.vectorise_unzip)
     register_node(UnzipMap, compiled="eval", eval=E.eval_unzip_map, show=show.show_unzip_map,
                   vectorise=lower.vectorise_unzip_map)
-    register_node(ScatterBag, compiled="eval", eval=E.eval_scatter_bag, show=show.show_scatter_bag)
+    register_node(ScatterBag, compiled="eval", eval=E.eval_scatter_bag, show=show.show_scatter_bag,
+                  vectorise=lower.vectorise_scatter)
     register_node(Gather, compiled="eval", eval=E.eval_gather, show=show.show_gather)
     register_node(SequenceScoped, compiled="eval", eval=E.eval_sequence_scoped, show=show.show_seq,
                   vectorise=lower.vectorise_sequence_scoped)

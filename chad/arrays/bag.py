@@ -23,6 +23,7 @@ numpy float64 arrays when the element cotangent type is LR, tuples otherwise.
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import numpy as np
@@ -30,6 +31,8 @@ from attrs import frozen
 
 from chad.errors import EvalError
 from chad.linear import LR, LType, plusv, size as size_of, zerov
+
+from .known import NO_NEG_ZERO, is_iota
 
 
 class Bag:
@@ -118,6 +121,8 @@ class BArray(Bag):
     def __init__(self, vals, idx=None):
         if idx is not None and len(idx) != len(vals):
             raise ValueError("BArray: idx and vals differ in length")
+        if idx is not None and is_iota(idx):
+            idx = None  # 0..len-1 by construction (chad/arrays/known.py): the same pairs
         self.vals = vals
         self.idx = idx
         self._size = None
@@ -259,6 +264,11 @@ def scatter(dense, pairs: Pairs, elem_lt: LType):
     elif idx is None and m > n:
         raise EvalError(f"internal: a cotangent of length {m} for an array of length {n}")
     if isinstance(elem_lt, LR):
+        if idx is None and m == n and m:
+            with np.errstate(all="ignore"):  # IEEE (inf + -inf is NaN), no numpy warning
+                # dense + vals elementwise: the additions below, in one pass
+                return np.add(np.asarray(dense, dtype=np.float64), pairs.vals,
+                              dtype=np.float64), m
         out = np.array(dense, dtype=np.float64, copy=True)
         if m:
             with np.errstate(all="ignore"):  # IEEE (inf + -inf is NaN), no numpy warning
@@ -283,8 +293,67 @@ def dense_of(items: list, elem_lt: LType):
     return tuple(items)
 
 
+def dense_real(bag, n: int, take: bool = False):
+    """scatter (zeros n) (collect bag) for real elements where the bag is one
+    BArray of n reals at the identity indices: 0.0 + v for each v, in one pass
+    (the zeros are never made); else None. With `take`, an array of sums that
+    has no -0.0 (chad/arrays/known.py), for which 0.0 + v is v, and that
+    nothing but the bag holds (as numpy's own elision of temporaries, by its
+    reference count) is the result itself: the bag, used affinely, gives it up."""
+    if type(bag) is BArray and bag.idx is None:
+        v = bag.vals
+        if isinstance(v, np.ndarray) and v.dtype == np.float64 and v.shape == (n,):
+            if take and v in NO_NEG_ZERO and sys.getrefcount(v) <= _SOLE and v.flags.writeable:
+                return v
+            with np.errstate(all="ignore"):
+                if v.strides == (0,) and n:  # a fill (BFill): n copies of one real
+                    return np.broadcast_to(np.float64(v[0] + 0.0), (n,))
+                return np.add(v, 0.0)
+    elif type(bag) is BPlus:
+        parts = _dense_parts(bag, n)
+        if parts:
+            # collect's pairs, scattered with bincount: each element is
+            # 0.0 + w1 + w2 + ... in the bag's order (and adding the zeros
+            # after that changes nothing: a sum from +0.0 is never -0.0)
+            with np.errstate(all="ignore"):
+                out = np.add(parts[0], 0.0)
+                for w in parts[1:]:
+                    np.add(out, w, out=out)
+            return out
+    return None
+
+
+def _dense_parts(bag, n: int) -> list | None:
+    """The arrays of a tree of BPlus over BEmpty and BArrays of n reals at the
+    identity indices, left to right; None for any other bag."""
+    parts = []
+    stack = [bag]
+    while stack:
+        b = stack.pop()
+        if type(b) is BPlus:
+            stack.append(b.right)
+            stack.append(b.left)
+        elif type(b) is BArray and b.idx is None:
+            v = b.vals
+            if not (isinstance(v, np.ndarray) and v.dtype == np.float64 and v.shape == (n,)):
+                return None
+            parts.append(v)
+        elif b is not BEMPTY:
+            return None
+    return parts
+
+
+# references to an array held only by a bag, seen in dense_real: the bag's
+# slot, the local name and getrefcount's argument
+_SOLE = 3
+
+
 def to_dense(bag, n: int, elem_lt: LType):
     """scatter (zeros n) (collect bag), without the costs."""
+    if isinstance(elem_lt, LR):
+        out = dense_real(bag, n, take=True)
+        if out is not None:
+            return out if out.flags.writeable else np.array(out)
     z, _ = zeros(n, elem_lt)
     pairs, _ = collect(bag, elem_lt)
     out, _ = scatter(z, pairs, elem_lt)

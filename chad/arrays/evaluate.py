@@ -31,6 +31,7 @@ from chad.types import ArrayT, Int, R, Real, Z
 from chad.values import make_array
 
 from .bag import BEMPTY, BArray, BOne, Leaf, Node, collect, dense_of, scatter, zeros
+from .known import is_iota
 from .nodes import (
     BArrayT, BEmptyT, BFillT, BOneT, Collect, FoldTree, Gather, GetA, Scatter, ScatterBag,
     SequenceScoped, UnTree, Unzip, UnzipMap, Zeros,
@@ -266,7 +267,10 @@ def eval_bfill(ev, t: BFillT, env):
     a, ca = eval_fast(ev, t.arr, env)
     d, cd = eval_fast(ev, t.val, env)
     n = len(a)
-    return BArray(np.full(n, 0.0 if d is None else float(d))), 1 + ca + cd + n
+    # n copies of d as one read-only broadcast view: O(1) memory (bag values are
+    # never changed in place; collect and scatter only read them)
+    fill = np.broadcast_to(np.float64(0.0 if d is None else float(d)), (n,))
+    return BArray(fill), 1 + ca + cd + n
 
 
 def eval_collect(ev, t: Collect, env):
@@ -334,6 +338,11 @@ def eval_scatter_bag(ev, t: ScatterBag, env):
 def eval_gather(ev, t: Gather, env):
     a, ca = eval_fast(ev, t.arr, env)
     idx, ci = eval_fast(ev, t.idx, env)
+    if is_iota(idx) and type(a) is np.ndarray and len(idx) <= len(a):
+        # the identity indices of a read a ! i (chad/arrays/known.py): a's first
+        # len(idx) elements, as a view (arrays are never changed in place)
+        m = len(idx)
+        return (a if m == len(a) else a[:m]), 1 + ca + ci + m
     idx = np.asarray(idx, dtype=np.int64)
     n, m = len(a), len(idx)
     if m:

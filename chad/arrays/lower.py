@@ -24,7 +24,7 @@ from chad.linear import LR
 from chad.terms import Build, Fold, Fst, Index, Lam, Let, MapA, Pair, Prim, Snd, Var
 from chad.types import ArrayT, Real
 
-from .nodes import FoldTree, SequenceScoped, UnTree, Unzip, UnzipMap
+from .nodes import Collect, FoldTree, ScatterBag, SequenceScoped, UnTree, Unzip, UnzipMap, Zeros
 
 
 def _result_elem(t, body) -> str:
@@ -261,6 +261,25 @@ def vectorise_sequence_scoped(gen, t: SequenceScoped) -> str | None:
     rule = gen.eval_rule(t, known)
     tup = "(" + "".join(f"{a}, " for a in inits) + ")"
     return f"(_vseq({fns}, {ctgs}, {tup}, {t.keep!r}) or {rule})"
+
+
+def vectorise_scatter(gen, t) -> str | None:
+    """`scatter (zeros n) (collect bag)` of real elements (the reverse pass of a
+    build or map turning its bag into the elements' cotangents), and the same as
+    one node (scatterBag): one pass for a bag of one dense array
+    (vector_support.vzscatter), no array of zeros made first."""
+    if not isinstance(t.elem, LR):
+        return None
+    if type(t) is ScatterBag:
+        arr = gen.atom(gen.value(t.arr))
+        n = f"len({arr})"
+        bag = gen.atom(gen.value(t.bag))
+    elif type(t.dense) is Zeros and type(t.pairs) is Collect:
+        n = gen.atom(gen.value(t.dense.size))
+        bag = gen.atom(gen.value(t.pairs.bag))
+    else:
+        return None
+    return f"_vzscatter({n}, {bag})"
 
 
 # ----------------------------------------------------------------- folds

@@ -37,6 +37,7 @@ from chad.transform.registry import CTG, get_transform
 
 from .codegen import CompileError, Gen
 from .inline import inline
+from .memory import keep_freed_memory
 from .support import FastArrayEVM
 
 FORWARD = "fwd$0"   # the forward pair in the gradient and backward terms
@@ -181,6 +182,7 @@ def _lru(cache: OrderedDict, key, build):
 
 
 def _cached(key, build):
+    keep_freed_memory()  # once per process (chad/compile/memory.py)
     return _lru(_cache, key, build)
 
 

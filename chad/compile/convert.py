@@ -19,12 +19,15 @@ from chad.values import value_from_json
 _SLOW = object()
 
 
-def _fast_value(ty: Type):
-    """value -> the decoded value, or _SLOW when the general path must decide."""
+def _fast_value(ty: Type, copy: bool = True):
+    """value -> the decoded value, or _SLOW when the general path must decide.
+    An Array R given as a float64 numpy array is copied, unless `copy` is False:
+    for a call whose results cannot hold the array (compiled code never changes
+    an array in place), so that nothing the caller does to it later changes them."""
     if isinstance(ty, Real):
         return lambda j: j if type(j) is float else _SLOW
     if isinstance(ty, Prod):
-        fa, fb = _fast_value(ty.left), _fast_value(ty.right)
+        fa, fb = _fast_value(ty.left, copy), _fast_value(ty.right, copy)
 
         def pair(j):
             if type(j) is not tuple and type(j) is not list or len(j) != 2:
@@ -41,16 +44,17 @@ def _fast_value(ty: Type):
     if isinstance(ty, ArrayT) and isinstance(ty.elem, Real):
         def floats(j):
             if type(j) is np.ndarray and j.ndim == 1 and j.dtype == np.float64:
-                return j.copy()
+                return j.copy() if copy else j
             return _SLOW
 
         return floats
     return lambda j: _SLOW
 
 
-def arguments(params) -> callable:
-    """args -> the list of parameter values (decode_args' values)."""
-    fast = [_fast_value(p.ty) for p in params]
+def arguments(params, copy: bool = True) -> callable:
+    """args -> the list of parameter values (decode_args' values); `copy` as
+    for _fast_value."""
+    fast = [_fast_value(p.ty, copy) for p in params]
     n = len(params)
     if all(isinstance(p.ty, Real) for p in params):
         def reals(args, slow):

@@ -17,6 +17,10 @@ import math
 
 import numpy as np
 
+from chad.arrays.bag import as_bag, collect, dense_real, scatter, zeros
+from chad.arrays.known import NO_NEG_ZERO, iota, is_iota
+from chad.linear import LR
+
 
 def _shape(rank: int, axis: int, n: int) -> tuple:
     shape = [1] * rank
@@ -32,6 +36,8 @@ def _check_size(n) -> None:
 def vindex(n: int, axis: int, rank: int):
     """The loop index of the loop at `axis` (0 .. n-1), as an Array Z on that axis."""
     _check_size(n)
+    if rank == 1:
+        return iota(n)  # recorded: a build of it is an identity index array
     return np.arange(n, dtype=np.int64).reshape(_shape(rank, axis, n))
 
 
@@ -100,6 +106,8 @@ def vout(x, n: int, rank: int, dtype, fresh: bool):
     batched body x (rank `rank`, axis 0 the loop): a 1-D array owning its data
     (never a view of an input)."""
     _check_size(n)
+    if is_iota(x) and x.dtype == dtype and x.shape == (n,):
+        return x  # `build n (\i -> i)`: the loop index itself (chad/arrays/known.py)
     x = np.asarray(x)
     if x.dtype != dtype:
         x = x.astype(dtype)
@@ -149,10 +157,15 @@ class VecBack:
         self.pairs = pairs   # the array of pairs (y, closure)
         self._items = None
 
-    def run(self, d, cells: list, base: int) -> None:
+    def run(self, d, cells: list, base: int) -> list:
+        """Run the n backpropagators; the per-element cells' final values
+        (from `base` on), each an array this run made or the initial value."""
         run = Pass(base)
         self.fn(*self.caps, d, cells, run, self.n)
         run.flush(cells)
+        return [c if j + base in run.owned or c is None or type(c) is float
+                else np.array(c, dtype=np.float64)
+                for j, c in enumerate(cells[base:])]
 
     def _closures(self):
         if self._items is None:
@@ -175,11 +188,12 @@ class Pass:
     the contributions to each shared cell, kept to be added in the evaluator's
     order when the run ends (`flush`)."""
 
-    __slots__ = ("base", "pending")
+    __slots__ = ("base", "pending", "owned")
 
     def __init__(self, base: int) -> None:
         self.base = base
         self.pending: dict[int, list] = {}
+        self.owned: set[int] = set()  # per-element cells holding an array vadd made
 
     def flush(self, cells: list) -> None:
         """Add the contributions to the shared cells. The evaluator runs element
@@ -188,29 +202,69 @@ class Pass:
         one addition after the other from the cell's value) gives its result
         bit for bit."""
         for level, parts in self.pending.items():
-            seq = np.stack(parts, axis=1).ravel() if len(parts) > 1 else parts[0]
             cur = cells[level]
-            if cur is not None:
-                seq = np.concatenate((np.asarray([cur], dtype=np.float64), seq))
             with np.errstate(all="ignore"):
+                if len(parts) == 1 and parts[0][1]:
+                    # one array made for this add alone: the running sum in place,
+                    # the cell's value added to the first element first
+                    seq = parts[0][0]
+                    if cur is not None:
+                        seq[0] = cur + seq[0]
+                    np.cumsum(seq, out=seq)
+                    cells[level] = float(seq[-1])
+                    continue
+                seq = (np.stack([p for p, _ in parts], axis=1).ravel() if len(parts) > 1
+                       else parts[0][0])
+                if cur is not None:
+                    seq = np.concatenate((np.asarray([cur], dtype=np.float64), seq))
                 cells[level] = float(np.cumsum(seq)[-1])
 
 
-def vadd(cells: list, level: int, run: Pass, v, n: int) -> None:
+def vadd(cells: list, level: int, run: Pass, v, n: int, adopt: bool = False) -> None:
     """`add level v` run by all n elements: into the per-element cells (level >=
     base) elementwise (the evaluator's per-element additions); to a cell below,
-    shared by the elements, kept for `Pass.flush`."""
+    shared by the elements, kept for `Pass.flush`. `adopt`: v was computed for
+    this add alone (the generated code holds it nowhere else), so a per-element
+    cell may take it over and add into it in place instead of copying it."""
     if level >= len(cells):
         raise IndexError(f"add: level {level} out of range for {len(cells)} cells")
     if n == 0:
         return
-    v = np.broadcast_to(np.asarray(v, dtype=np.float64), (n,))
+    if not (adopt and type(v) is np.ndarray and v.dtype == np.float64 and v.shape == (n,)
+            and v.flags.writeable and v.flags.owndata):
+        adopt = False
+        v = np.broadcast_to(np.asarray(v, dtype=np.float64), (n,))
     if level >= run.base:
         cur = cells[level]
         with np.errstate(all="ignore"):
-            cells[level] = v.copy() if cur is None else v + cur
+            if cur is None:
+                cells[level] = v if adopt else v.copy()
+            elif adopt and level not in run.owned:
+                np.add(v, cur, out=v)  # the initial real (or an array) plus v, in v
+                cells[level] = v
+            elif level in run.owned:
+                # an array made below, owned by this cell alone: added to in
+                # place (v + cur and cur + v are the same IEEE sums)
+                np.add(cur, v, out=cur)
+                return
+            else:  # the scope's initial real (vseq), or an array not made here
+                cells[level] = v + cur
+        run.owned.add(level)
     else:
-        run.pending.setdefault(level, []).append(v)
+        run.pending.setdefault(level, []).append((v, adopt))
+
+
+def _final(cell, init, n: int):
+    """A kept scope's cells as the rule's array: never added to, its initial
+    value (0.0 for none); else the array of the n cells, recorded as free of
+    -0.0 when the sums started from a real other than -0.0 (chad/arrays/known.py)."""
+    if cell is None:
+        return np.zeros(n)
+    if type(cell) is float:
+        return np.full(n, cell)
+    if init is not None and not (init == 0.0 and math.copysign(1.0, init) < 0.0):
+        NO_NEG_ZERO.add(cell)
+    return cell
 
 
 def _nested(items: list):
@@ -236,19 +290,33 @@ def vseq(fns, ctgs, inits: tuple, keep: tuple):
 
     def act(cells: list):
         base = len(cells)
-        cells.extend(None if i is None else np.full(n, i) for i in inits)
+        # every element's cell starts at the same real: one Python float for
+        # all of them until the first add makes the array (vadd)
+        cells.extend(inits)
         try:
-            fns.run(ctgs, cells, base)
-            finals = cells[base:]
+            finals = fns.run(ctgs, cells, base)
         finally:
             del cells[base:]
-        return _nested([np.zeros(n) if finals[j] is None else np.array(finals[j], dtype=np.float64)
-                        for j in keep])
+        return _nested([_final(finals[j], inits[j], n) for j in keep])
 
     return act
 
 
-HELPERS.update({"_VecBack": VecBack, "_vadd": vadd, "_vseq": vseq})
+def vzscatter(n, bag):
+    """scatter (zeros n) (collect bag) of real elements: for a bag of one dense
+    array, 0.0 + each element in one pass (a fill stays a broadcast view:
+    arrays are never changed in place); else the general functions, which raise
+    what the evaluation rules raise."""
+    bag = as_bag(bag)
+    out = dense_real(bag, n)
+    if out is not None:
+        return out
+    z, _ = zeros(int(n), LR())
+    pairs, _ = collect(bag, LR())
+    return scatter(z, pairs, LR())[0]
+
+
+HELPERS.update({"_VecBack": VecBack, "_vadd": vadd, "_vseq": vseq, "_vzscatter": vzscatter})
 
 
 class VecPairs:

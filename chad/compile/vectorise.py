@@ -261,7 +261,8 @@ class Batcher:
             a = self.value(t.arg)
             expr = template.format(self.numbers(a))
             dims = self.dims(a)
-        return BVal("num", self.gen.atom(expr), dims, fresh=True)
+        # a conversion may hand back its operand itself: not a fresh array
+        return BVal("num", self.gen.atom(expr), dims, fresh=not template.startswith("_np.asarray"))
 
 
 def vectorise_loop(gen, t, make) -> str | None:
@@ -364,7 +365,11 @@ def execute_batched(b: Batcher, t, cells: str, base: str) -> None:
             raise NotBatchable("an add of a value that is not a real")
         if not isinstance(v, BVal) and not _real_literal(t.val):
             raise NotBatchable("an add of an unbatched value")
-        b.gen.emit(f"_vadd({cells}, {t.level!r}, {base}, {b.numbers(v)}, {b.sizes[0]})")
+        # a value computed for this add alone (a primitive's fresh array, not a
+        # let-bound name that another add may read) may become the cell's array
+        adopt = type(t.val) is Prim and isinstance(v, BVal) and v.fresh
+        extra = ", True" if adopt else ""
+        b.gen.emit(f"_vadd({cells}, {t.level!r}, {base}, {b.numbers(v)}, {b.sizes[0]}{extra})")
     elif cls is PureEVM:
         if b.is_batched(t.expr) or not safe(t.expr):
             raise NotBatchable("a batched result of an action")

@@ -1,0 +1,68 @@
+"""Facts about arrays known by construction, for the compiled runtime.
+
+The gathers of Efficient CHAD (Smeding & Vákár), §8.1, read an array through an
+index array; a build's read `a ! i` at its own loop index gives the index array
+`build n (\\i -> i)`, the identity 0..n-1. Compiled vectorised code
+(chad/compile/vector_support.py) makes that array with `iota` and records it in
+IOTA, so that the gather can be a view (no copy, no bounds check past the
+length) and the bag `BArray idx vals` can drop its indices (a dense cotangent,
+added without a scatter by index).
+
+NO_NEG_ZERO records arrays of cotangent sums that started from a real other
+than -0.0 (the per-element cells of a vectorised reverse pass): in
+round-to-nearest such a sum is never -0.0, so adding 0.0 to each element, as
+turning a bag into a dense array does, changes nothing, and `to_dense` may
+skip that pass (chad/arrays/bag.py).
+
+Nothing else is changed: the values are the same as through the general path,
+and the counting evaluator, which never records an array here, takes its
+general path. An array is known by its identity (`id`) while it lives: a weak
+reference checks that the object at that id is still the recorded one.
+"""
+
+from __future__ import annotations
+
+import weakref
+
+import numpy as np
+
+
+class Known:
+    """A set of live arrays, by identity."""
+
+    __slots__ = ("_refs",)
+
+    def __init__(self) -> None:
+        self._refs: dict[int, weakref.ref] = {}
+
+    def add(self, a: np.ndarray) -> np.ndarray:
+        key = id(a)
+        refs = self._refs
+
+        def drop(ref) -> None:
+            if refs.get(key) is ref:
+                del refs[key]
+
+        refs[key] = weakref.ref(a, drop)
+        return a
+
+    def __contains__(self, a) -> bool:
+        r = self._refs.get(id(a))
+        return r is not None and r() is a
+
+    def __len__(self) -> int:
+        return len(self._refs)
+
+
+IOTA = Known()
+NO_NEG_ZERO = Known()
+
+
+def iota(n: int) -> np.ndarray:
+    """0..n-1 as an int64 array, recorded as an identity index array."""
+    return IOTA.add(np.arange(n, dtype=np.int64))
+
+
+def is_iota(a) -> bool:
+    """a was made by `iota` (so it is 0..len(a)-1) and is still alive."""
+    return a in IOTA

@@ -1,0 +1,293 @@
+"""Dense cotangent accumulators of the compiled runtime (docs/compiler.md,
+"Dense accumulators"): identity index arrays known by construction
+(chad/arrays/known.py), gathers as views, bags of dense arrays turned into
+arrays without a scatter by index (chad/arrays/bag.py dense_real), per-element
+cells that start as one real and are added to in place (vector_support.vadd,
+vseq), the shared cells' running sums in place (Pass.flush), inputs used
+without a copy by `grad`, and the allocator's thresholds (chad/compile/memory.py).
+
+Every fast path is checked against the general path it replaces, bit for bit,
+on values that include -0.0, the infinities and NaN; and the compiled gradients
+against the counting evaluator's.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import chad
+from chad.arrays.bag import (
+    BEMPTY, BArray, BOne, BPlus, collect, dense_real, scatter, to_dense, zeros,
+)
+from chad.arrays.evaluate import eval_gather
+from chad.arrays.known import IOTA, NO_NEG_ZERO, Known, iota, is_iota
+from chad.compile import vector_support as V
+from chad.linear import LR
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SPECIAL = np.array([0.0, -0.0, 1.5, -2.25, np.inf, -np.inf, np.nan, 1e-300, -1e300])
+
+
+def _same(x, y) -> bool:
+    """Bit for bit: values, NaN positions and the signs of zeros."""
+    x, y = np.asarray(x), np.asarray(y)
+    return x.shape == y.shape and x.tobytes() == y.tobytes()
+
+
+def _general(bag, n):
+    """scatter (zeros n) (collect bag) by the evaluator's functions."""
+    z, _ = zeros(n, LR())
+    pairs, _ = collect(bag, LR())
+    return scatter(z, pairs, LR())[0]
+
+
+def _values(rng, n):
+    v = rng.normal(size=n)
+    k = min(n, len(SPECIAL))
+    v[:k] = SPECIAL[rng.permutation(len(SPECIAL))[:k]]
+    return v
+
+
+# ----------------------------------------------------------------- known arrays
+
+
+def test_iota_is_known_while_it_lives_and_only_itself():
+    a = iota(6)
+    assert is_iota(a) and list(a) == list(range(6)) and a.dtype == np.int64
+    assert not is_iota(a.copy()) and not is_iota(np.arange(6)) and not is_iota(a[:3])
+    before = len(IOTA)
+    del a
+    gc.collect()
+    assert len(IOTA) == before - 1
+    k = Known()
+    b = np.zeros(2)
+    k.add(b)
+    assert b in k and np.zeros(2) not in k
+
+
+def test_the_vectorised_loop_index_is_recorded():
+    idx = V.vindex(5, 0, 1)
+    assert is_iota(idx)
+    out = V.vout(idx, 5, 1, np.int64, False)
+    assert out is idx  # the build of i itself: no copy
+    assert not is_iota(V.vindex(5, 0, 2))  # a rank-2 region's index is a reshaped view
+
+
+def test_a_gather_at_the_identity_is_a_view_with_the_general_values():
+    rng = np.random.default_rng(0)
+    a = rng.normal(size=9)
+    for m in (0, 4, 9):
+        idx = iota(m)
+        general, general_cost = _gather(a, np.arange(m))
+        out, cost = _gather(a, idx)
+        assert _same(out, general) and cost == general_cost
+        assert out.base is a or out is a  # a view, no copy
+    with pytest.raises(Exception):
+        _gather(a, iota(10))  # longer than a: the general path's index error
+
+
+def _gather(a, idx):
+    from chad.arrays.nodes import Gather
+    from chad.terms import Var
+
+    class Ev:
+        def eval(self, t, env):
+            return env[t.name], 0
+
+    return eval_gather(Ev(), Gather(Var("a"), Var("i")), {"a": a, "i": idx})
+
+
+def test_a_bag_at_the_identity_drops_its_indices():
+    vals = np.arange(4.0)
+    assert BArray(vals, iota(4)).idx is None
+    plain = np.arange(4)
+    assert BArray(vals, plain).idx is plain
+
+
+# ----------------------------------------------------------------- bags to arrays
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_dense_real_is_the_general_scatter_bit_for_bit(seed):
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 40))
+    w = [_values(rng, n) for _ in range(4)]
+    fill = np.broadcast_to(np.float64(-0.0), (n,))
+    bags = [BArray(w[0]), BArray(fill), BPlus(BArray(w[0]), BArray(w[1])),
+            BPlus(BPlus(BArray(w[2]), BEMPTY), BPlus(BArray(w[3]), BArray(w[1]))),
+            BPlus(BArray(fill), BArray(w[2]))]
+    for bag in bags:
+        fast = dense_real(bag, n)
+        assert fast is not None
+        assert _same(fast, _general(bag, n)), bag
+        assert _same(to_dense(bag, n, LR()), _general(bag, n))
+    # anything else: the general path (None here)
+    assert dense_real(BPlus(BArray(w[0]), BOne(0, 1.0)), n) is None
+    assert dense_real(BArray(w[0], np.arange(n)[::-1].copy()), n) is None
+    assert dense_real(BArray(w[0][:-1]), n) is None
+
+
+def test_to_dense_takes_a_sole_array_free_of_negative_zeros_and_copies_otherwise():
+    n = 5
+    bag = BArray(NO_NEG_ZERO.add(np.array([1.0, 0.0, 2.0, np.nan, -3.0])))
+    out = to_dense(bag, n, LR())
+    assert out is bag.vals  # held by the bag alone: taken, 0.0 + v is v for it
+    sums = NO_NEG_ZERO.add(np.array([1.0, 0.0, 2.0, np.nan, -3.0]))
+    out = to_dense(BArray(sums), n, LR())
+    assert out is not sums and _same(out, sums)  # the caller holds it too: a copy
+    held = NO_NEG_ZERO.add(np.array([1.0, 0.0, 2.0, 4.0, -3.0]))
+    bag = BArray(held)
+    other = held  # noqa: F841  a second holder: never handed out twice
+    out = to_dense(bag, n, LR())
+    assert out is not held and _same(out, held)
+    plain = np.array([-0.0, 1.0, -0.0, 2.0, 3.0])  # not known to be free of -0.0
+    out = to_dense(BArray(plain), n, LR())
+    assert out is not plain and _same(out, _general(BArray(plain), n))
+    assert np.signbit(plain[0]) and not np.signbit(out[0])
+    fill = to_dense(BArray(np.broadcast_to(np.float64(2.0), (n,))), n, LR())
+    assert fill.flags.writeable and _same(fill, np.full(n, 2.0))
+
+
+def test_vzscatter_is_the_scatter_of_zeros():
+    rng = np.random.default_rng(3)
+    n = 8
+    w = _values(rng, n)
+    for bag in (BArray(w), BPlus(BArray(w), BArray(w[::-1].copy())), None, BEMPTY,
+                BPlus(BOne(2, -0.0), BArray(w)), BArray(w[:3], np.array([1, 1, 7]))):
+        assert _same(V.vzscatter(n, bag), _general(BEMPTY if bag is None else bag, n))
+    with pytest.raises(Exception):
+        V.vzscatter(n, BArray(w[:2], np.array([0, n])))  # the rule's index error
+
+
+# ----------------------------------------------------------------- cells
+
+
+def test_vadd_adopts_only_what_it_may_and_never_changes_its_operand():
+    n = 4
+    for init in (None, 0.0, -0.0, 2.5):
+        cells = [None, init]
+        run = V.Pass(1)
+        kept = np.array([1.0, -0.0, 3.0, np.inf])
+        snapshot = kept.copy()
+        fresh = np.array([0.5, -0.0, -3.0, 1.0])
+        want = snapshot.copy() if init is None else snapshot + init
+        V.vadd(cells, 1, run, kept, n)  # not adopted: kept is not changed
+        assert _same(kept, snapshot) and _same(cells[1], want)
+        want = fresh.copy() + want
+        V.vadd(cells, 1, run, fresh, n, True)  # taken over, or added into the cell's own array
+        assert _same(cells[1], want), init
+        want = want + snapshot
+        V.vadd(cells, 1, run, kept, n)
+        assert _same(kept, snapshot) and _same(cells[1], want), init
+        # a fresh array first: it becomes the cell (plus the initial real)
+        cells, run = [None, init], V.Pass(1)
+        first = np.array([-0.0, 2.0, -1.0, 0.0])
+        want = first.copy() if init is None else first + init
+        V.vadd(cells, 1, run, first, n, True)
+        assert _same(cells[1], want) and cells[1] is first
+    # an operand that is not an owned float64 array of n is never adopted
+    cells, run = [None, 0.0], V.Pass(1)
+    view = np.arange(8.0)[::2]
+    V.vadd(cells, 1, run, view, n, True)
+    V.vadd(cells, 1, run, view, n, True)
+    assert _same(view, np.arange(8.0)[::2]) and _same(cells[1], 0.0 + view + view)
+
+
+def test_the_shared_cells_running_sum_is_sequential():
+    rng = np.random.default_rng(5)
+    for cur in (None, 0.0, -0.0, 1e16, np.nan):
+        for parts in (1, 2, 3):
+            n = 50
+            vs = [_values(rng, n) * 1e8 for _ in range(parts)]
+            for adopt in (False, True):
+                cells = [cur, None]
+                run = V.Pass(1)
+                for v in vs:
+                    V.vadd(cells, 0, run, v.copy(), n, adopt)
+                run.flush(cells)
+                want = cur
+                for i in range(n):  # element 0's adds, then element 1's, ...
+                    for v in vs:
+                        want = float(v[i]) if want is None else want + float(v[i])
+                assert _same(np.float64(cells[0]), np.float64(want)), (cur, parts, adopt)
+
+
+# ----------------------------------------------------------------- through the API
+
+DOT = "def dot(a : Array R, b : Array R) : R = sum (build (length a) (\\i -> a ! i * b ! i))"
+TWICE = ("def f(a : Array R, b : Array R) : R = "
+         "sum (build (length a) (\\i -> let t = a ! i * b ! i in t * t + a ! i))")
+LSE = ("def lse(a : Array R) : R = let m = fold (\\p -> max(fst p, snd p)) a in "
+       "log (sum (map (\\x -> exp (x - m)) a)) + m")
+SHARED = "def f(a : Array R, c : R) : R = sum (map (\\x -> x * c - c * c) a)"
+
+
+@pytest.mark.parametrize("text", [DOT, TWICE, LSE, SHARED])
+@pytest.mark.parametrize("evm", ["array", "map", "parallel"])
+def test_gradients_leave_inputs_alone_and_own_their_data(text, evm):
+    rng = np.random.default_rng(11)
+    n = 9
+    a = rng.normal(size=n)
+    a[2] = -0.0
+    args = (a, rng.normal(size=n)) if "b :" in text else (a,) if "lse" in text else (a, 0.7)
+    before = [np.array(x, copy=True) if isinstance(x, np.ndarray) else x for x in args]
+    value, grads = chad.grad(text, evm=evm)(*args)
+    ivalue, igrads = chad.grad(text, evm=evm, backend="interp")(*args)
+    for x, y in zip(args, before):
+        assert _same(x, y)  # the inputs are untouched
+    assert value == ivalue
+    arrays = [g for g in grads if isinstance(g, np.ndarray)]
+    for g, ig in zip(grads, igrads):
+        np.testing.assert_allclose(g, ig, rtol=1e-12, atol=0)
+        assert np.array_equal(np.signbit(g), np.signbit(ig))
+    for g in arrays:
+        assert g.flags.writeable and g.flags.owndata
+        assert not any(np.shares_memory(g, x) for x in args if isinstance(x, np.ndarray))
+    for i, g in enumerate(arrays):
+        assert not any(np.shares_memory(g, h) for h in arrays[i + 1:])
+
+
+def test_dot_gradient_bit_for_bit_and_its_negative_zeros():
+    a = np.array([1.0, -0.0, 2.0, 0.0, -3.0])
+    b = np.array([-0.0, 5.0, -0.0, -1.0, 0.0])
+    for ctg in (1.0, -0.0, 0.0, -2.0):
+        v, g = chad.grad(DOT)(a, b, ctg=ctg)
+        iv, ig = chad.grad(DOT, backend="interp")(a, b, ctg=ctg)
+        assert v == iv and all(_same(x, y) for x, y in zip(g, ig)), ctg
+
+
+def test_a_vjp_keeps_its_own_copy_of_the_inputs():
+    a, b = np.arange(4.0), np.ones(4)
+    value, back = chad.vjp(DOT)(a, b)
+    a[:] = 100.0  # the caller changes its array after the forward pass
+    ga, gb = back(1.0)
+    assert _same(ga, np.ones(4)) and _same(gb, np.arange(4.0))
+
+
+# ----------------------------------------------------------------- the allocator
+
+
+def _memory_setting(env_value):
+    env = dict(os.environ)
+    env.pop("CHAD_MALLOC", None)
+    if env_value is not None:
+        env["CHAD_MALLOC"] = env_value
+    code = ("import chad.compile.memory as m; print(m.keep_freed_memory(), "
+            "m.keep_freed_memory())")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env=env, cwd=ROOT, check=True)
+    return out.stdout.split()
+
+
+def test_the_allocator_setting_and_its_opt_out():
+    import platform
+
+    glibc = platform.libc_ver()[0] == "glibc"
+    assert _memory_setting(None) == [str(glibc)] * 2
+    assert _memory_setting("system") == ["False", "False"]
