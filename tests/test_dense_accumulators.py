@@ -14,6 +14,7 @@ against the counting evaluator's.
 from __future__ import annotations
 
 import gc
+import weakref
 import os
 import subprocess
 import sys
@@ -26,6 +27,7 @@ from chad.arrays.bag import (
     BEMPTY, BArray, BOne, BPlus, collect, dense_real, scatter, to_dense, zeros,
 )
 from chad.arrays.evaluate import eval_gather
+from chad.arrays import known
 from chad.arrays.known import IOTA, NO_NEG_ZERO, Known, iota, is_iota
 from chad.compile import vector_support as V
 from chad.linear import LR
@@ -60,11 +62,16 @@ def _values(rng, n):
 def test_iota_is_known_while_it_lives_and_only_itself():
     a = iota(6)
     assert is_iota(a) and list(a) == list(range(6)) and a.dtype == np.int64
+    assert not a.flags.writeable  # shared: the same n gives the same array again
+    assert iota(6) is a and iota(7) is not a and len(iota(7)) == 7
     assert not is_iota(a.copy()) and not is_iota(np.arange(6)) and not is_iota(a[:3])
-    before = len(IOTA)
+    ref = weakref.ref(a)
     del a
+    for m in range(100, 100 + known.RECENT):  # push it out of the recent ones
+        iota(m)
     gc.collect()
-    assert len(IOTA) == before - 1
+    assert ref() is None  # not kept alive by the record
+    assert all(r() is not None for r in IOTA._refs.values())  # dead ones are dropped
     k = Known()
     b = np.zeros(2)
     k.add(b)

@@ -55,10 +55,10 @@ def register() -> None:
                   batch=lower.batch_map, vectorise=lower.vectorise_map)
     vectorise.LOOP_NODES.update((Build, MapA))
     # target-only forms (chad/arrays/nodes.py)
-    register_node(BEmptyT, compiled="eval", eval=E.eval_bempty, show=show.show_bempty)
+    register_node(BEmptyT, compiled=lower.lower_bempty, eval=E.eval_bempty, show=show.show_bempty)
     register_node(BOneT, compiled="eval", eval=E.eval_bone, show=show.show_bone)
-    register_node(BArrayT, compiled="eval", eval=E.eval_barray, show=show.show_barray)
-    register_node(BFillT, compiled="eval", eval=E.eval_bfill, show=show.show_bfill)
+    register_node(BArrayT, compiled=lower.lower_barray, eval=E.eval_barray, show=show.show_barray)
+    register_node(BFillT, compiled=lower.lower_bfill, eval=E.eval_bfill, show=show.show_bfill)
     register_node(Collect, compiled="eval", eval=E.eval_collect, show=show.show_collect)
     register_node(Zeros, compiled="eval", eval=E.eval_zeros, show=show.show_zeros)
     register_node(Scatter, compiled="eval", eval=E.eval_scatter, show=show.show_scatter,
@@ -69,7 +69,7 @@ def register() -> None:
                   vectorise=lower.vectorise_unzip_map)
     register_node(ScatterBag, compiled="eval", eval=E.eval_scatter_bag, show=show.show_scatter_bag,
                   vectorise=lower.vectorise_scatter)
-    register_node(Gather, compiled="eval", eval=E.eval_gather, show=show.show_gather)
+    register_node(Gather, compiled=lower.lower_gather, eval=E.eval_gather, show=show.show_gather)
     register_node(SequenceScoped, compiled="eval", eval=E.eval_sequence_scoped, show=show.show_seq,
                   vectorise=lower.vectorise_sequence_scoped)
     register_node(FoldTree, compiled="eval", eval=E.eval_fold_tree, show=show.show_fold_tree,

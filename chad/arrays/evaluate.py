@@ -30,7 +30,8 @@ from chad.terms import ArrayLit, Build, Fold, Index, Length, MapA, Prim, Var
 from chad.types import ArrayT, Int, R, Real, Z
 from chad.values import make_array
 
-from .bag import BEMPTY, BArray, BOne, Leaf, Node, collect, dense_of, scatter, zeros
+from .bag import BEMPTY, BArray, BOne, Leaf, Node, collect, dense_of, fill, scatter, zeros
+from .ieee import quiet
 from .known import is_iota
 from .nodes import (
     BArrayT, BEmptyT, BFillT, BOneT, Collect, FoldTree, Gather, GetA, Scatter, ScatterBag,
@@ -222,7 +223,7 @@ def eval_map(ev, t: MapA, env):
 
 # prim SUM : Array R -> R, cost 1 + arg + n; its derivative fills a BArray.
 def _sum(a) -> float:
-    with np.errstate(all="ignore"):  # inf + -inf is NaN, as IEEE (without numpy's warning)
+    with quiet():  # inf + -inf is NaN, as IEEE (without numpy's warning)
         return float(np.sum(np.asarray(a, dtype=np.float64)))
 
 
@@ -266,11 +267,14 @@ def eval_barray(ev, t: BArrayT, env):
 def eval_bfill(ev, t: BFillT, env):
     a, ca = eval_fast(ev, t.arr, env)
     d, cd = eval_fast(ev, t.val, env)
-    n = len(a)
-    # n copies of d as one read-only broadcast view: O(1) memory (bag values are
-    # never changed in place; collect and scatter only read them)
-    fill = np.broadcast_to(np.float64(0.0 if d is None else float(d)), (n,))
-    return BArray(fill), 1 + ca + cd + n
+    return bfill(a, d), 1 + ca + cd + len(a)
+
+
+def bfill(a, d) -> BArray:
+    """BFill a d: len(a) copies of the real d, as one read-only broadcast view:
+    O(1) memory (bag values are never changed in place; collect and scatter only
+    read them)."""
+    return BArray(fill(len(a), 0.0 if d is None else float(d)))
 
 
 def eval_collect(ev, t: Collect, env):
@@ -338,22 +342,26 @@ def eval_scatter_bag(ev, t: ScatterBag, env):
 def eval_gather(ev, t: Gather, env):
     a, ca = eval_fast(ev, t.arr, env)
     idx, ci = eval_fast(ev, t.idx, env)
+    return gather(a, idx, t.loc), 1 + ca + ci + len(idx)
+
+
+def gather(a, idx, loc=None):
+    """The elements of a at the indices idx (an error at the first one out of
+    range)."""
     if is_iota(idx) and type(a) is np.ndarray and len(idx) <= len(a):
         # the identity indices of a read a ! i (chad/arrays/known.py): a's first
         # len(idx) elements, as a view (arrays are never changed in place)
         m = len(idx)
-        return (a if m == len(a) else a[:m]), 1 + ca + ci + m
+        return a if m == len(a) else a[:m]
     idx = np.asarray(idx, dtype=np.int64)
     n, m = len(a), len(idx)
     if m:
         bad = np.flatnonzero((idx < 0) | (idx >= n))
         if bad.size:
-            raise index_error(int(idx[bad[0]]), n, t.loc)
+            raise index_error(int(idx[bad[0]]), n, loc)
     if isinstance(a, np.ndarray):
-        out = a[idx]
-    else:
-        out = tuple(a[j] for j in idx.tolist())
-    return out, 1 + ca + ci + m
+        return a[idx]
+    return tuple(a[j] for j in idx.tolist())
 
 
 # ----------------------------------------------------------------- EVM helpers

@@ -58,9 +58,23 @@ IOTA = Known()
 NO_NEG_ZERO = Known()
 
 
+_RECENT: list = []  # the last few iotas made, reused (arrays are never changed in place)
+RECENT = 2
+
+
 def iota(n: int) -> np.ndarray:
-    """0..n-1 as an int64 array, recorded as an identity index array."""
-    return IOTA.add(np.arange(n, dtype=np.int64))
+    """0..n-1 as an int64 array (read-only), recorded as an identity index
+    array; one of the last RECENT made is given again for the same n, so a
+    function called repeatedly at one size makes it once."""
+    for a in _RECENT:
+        if len(a) == n:
+            return a
+    a = np.arange(n, dtype=np.int64)
+    a.flags.writeable = False
+    IOTA.add(a)
+    _RECENT.insert(0, a)
+    del _RECENT[RECENT:]
+    return a
 
 
 def is_iota(a) -> bool:

@@ -24,6 +24,8 @@ from chad.linear import LR
 from chad.terms import Build, Fold, Fst, Index, Lam, Let, MapA, Pair, Prim, Snd, Var
 from chad.types import ArrayT, Real
 
+from .bag import BEMPTY, BArray
+from .evaluate import bfill, gather
 from .nodes import Collect, FoldTree, ScatterBag, SequenceScoped, UnTree, Unzip, UnzipMap, Zeros
 
 
@@ -127,6 +129,34 @@ def batch_index(b: Batcher, t: Index) -> BVal:
                      f"{b.sizes[i.axis]}, {i.axis!r}, {b.rank!r})")
         return BVal("num", x, {a.axis, i.axis}, elem=a.elem)
     raise NotBatchable("an index other than a loop variable or a batched integer")
+
+
+def lower_bempty(gen, t) -> str:
+    """BEmpty: the one empty bag."""
+    return gen.const(BEMPTY, "B")
+
+
+def lower_barray(gen, t) -> str:
+    """BArray idx vals: the bag of the pairs, as eval_barray (no rule call)."""
+    vals = gen.atom(gen.value(t.vals))
+    if t.idx is None:
+        return f"{gen.const(BArray, 'B')}({vals})"
+    idx = gen.atom(gen.value(t.idx))
+    return f"{gen.const(BArray, 'B')}({vals}, {idx})"
+
+
+def lower_bfill(gen, t) -> str:
+    """BFill arr d, as eval_bfill."""
+    arr = gen.atom(gen.value(t.arr))
+    d = gen.atom(gen.value(t.val))
+    return f"{gen.const(bfill, 'B')}({arr}, {d})"
+
+
+def lower_gather(gen, t) -> str:
+    """gather arr idx, as eval_gather (its error carries the node's location)."""
+    arr = gen.atom(gen.value(t.arr))
+    idx = gen.atom(gen.value(t.idx))
+    return f"{gen.const(gather, 'B')}({arr}, {idx}, {gen.const(t.loc, 'L')})"
 
 
 def lower_length(gen, t) -> str:
@@ -237,7 +267,7 @@ def _forward_pairs(gen, t, operand: str, label: str, holder: str) -> str | None:
         pad = "    " * indent
         block.lines[mark:mark] = [f"{pad}# {label}: vectorised (forward pass)",
                                   f"{pad}if {guard}:",
-                                  f"{pad}    with _np.errstate(all='ignore'):"]
+                                  f"{pad}    with _quiet():"]
         gen.indent = indent
         gen.emit("else:")
         gen.emit(f"    {result} = {lazy}()")

@@ -18,6 +18,7 @@ import math
 import numpy as np
 
 from chad.arrays.bag import as_bag, collect, dense_real, scatter, zeros
+from chad.arrays.ieee import quiet
 from chad.arrays.known import NO_NEG_ZERO, iota, is_iota
 from chad.linear import LR
 
@@ -97,7 +98,7 @@ def vsum(x, n: int, axis: int, rank: int):
         shape = list(x.shape)
         shape[axis] = n
         x = np.broadcast_to(x, shape)
-    with np.errstate(all="ignore"):
+    with quiet():
         return np.sum(x, axis=axis, keepdims=True)
 
 
@@ -131,7 +132,7 @@ def vrows(x, n: int, m: int, rank: int, dtype):
     return tuple(mat)
 
 
-HELPERS = {"_np": np, "_vindex": vindex, "_vtake": vtake, "_vgather": vgather,
+HELPERS = {"_np": np, "_quiet": quiet, "_vindex": vindex, "_vtake": vtake, "_vgather": vgather,
            "_vtake2": vtake2, "_vsum": vsum, "_vout": vout, "_vrows": vrows,
            "_f64": np.float64, "_i64": np.int64, "_ndarray": np.ndarray}
 
@@ -203,7 +204,7 @@ class Pass:
         bit for bit."""
         for level, parts in self.pending.items():
             cur = cells[level]
-            with np.errstate(all="ignore"):
+            with quiet():
                 if len(parts) == 1 and parts[0][1]:
                     # one array made for this add alone: the running sum in place,
                     # the cell's value added to the first element first
@@ -230,13 +231,14 @@ def vadd(cells: list, level: int, run: Pass, v, n: int, adopt: bool = False) -> 
         raise IndexError(f"add: level {level} out of range for {len(cells)} cells")
     if n == 0:
         return
-    if not (adopt and type(v) is np.ndarray and v.dtype == np.float64 and v.shape == (n,)
-            and v.flags.writeable and v.flags.owndata):
+    full = type(v) is np.ndarray and v.dtype == np.float64 and v.shape == (n,)
+    if not (adopt and full and v.flags.writeable and v.flags.owndata):
         adopt = False
-        v = np.broadcast_to(np.asarray(v, dtype=np.float64), (n,))
+        if not full:
+            v = np.broadcast_to(np.asarray(v, dtype=np.float64), (n,))
     if level >= run.base:
         cur = cells[level]
-        with np.errstate(all="ignore"):
+        with quiet():
             if cur is None:
                 cells[level] = v if adopt else v.copy()
             elif adopt and level not in run.owned:
@@ -369,9 +371,7 @@ def _extreme(a, pick):
     if type(a) is not np.ndarray or a.dtype != np.float64 or a.ndim != 1 or not len(a):
         return None
     r = float(pick(a))
-    if r != r or r == 0.0:
-        return None
-    if np.isnan(a).any():
+    if r != r or r == 0.0:  # np.max / np.min propagate NaN: r is NaN iff a has one
         return None
     return r
 
@@ -414,10 +414,13 @@ class VecTree:
 def vtree(a, is_max: bool, lazy):
     """A VecTree of `fold max` (is_max) or `fold min` over a, or None (the
     per-element code runs): a must be a non-empty Array R without NaN."""
-    if not visf64(a) or not len(a) or np.isnan(a).any():
+    if not visf64(a) or not len(a):
         return None
     k = int(np.argmax(a) if is_max else np.argmin(a))
-    return VecTree(float(a[k]), k, len(a), lazy)
+    v = float(a[k])
+    if v != v:  # np.argmax / argmin give the first NaN if there is one
+        return None
+    return VecTree(v, k, len(a), lazy)
 
 
 def vreal(tree):

@@ -275,7 +275,7 @@ def vectorise_loop(gen, t, make) -> str | None:
     mark, indent, pmark = len(block.lines), gen.indent, len(gen.proj_log)
     env = dict(gen.env)
     b = Batcher(gen, max(1, nesting(t)))
-    gen.emit("with _np.errstate(all='ignore'):")
+    gen.emit("with _quiet():")
     gen.indent += 1
     try:
         arr = make(b)
@@ -420,7 +420,7 @@ def back_function(b: Batcher, lam: Lam) -> tuple[str, list[str]]:
             else:
                 gen.env[x] = p
         inner.bound[lam.name] = BVal("num", d, {0}, elem="R")
-        gen.emit("with _np.errstate(all='ignore'):")
+        gen.emit("with _quiet():")
         gen.indent = 2
         execute_batched(inner, lam.body, cells, base)
         gen.emit("pass")
