@@ -187,13 +187,22 @@ class Pass:
         element i's, in the order of its adds, so the running sum (np.cumsum,
         one addition after the other from the cell's value) gives its result
         bit for bit."""
+        shared = getattr(cells, "fork_base", 0)  # a forked half's cells (parallel_support)
         for level, parts in self.pending.items():
             seq = np.stack(parts, axis=1).ravel() if len(parts) > 1 else parts[0]
-            cur = cells[level]
-            if cur is not None:
-                seq = np.concatenate((np.asarray([cur], dtype=np.float64), seq))
-            with np.errstate(all="ignore"):
-                cells[level] = float(np.cumsum(seq)[-1])
+            if level < shared:  # a cell of the forking thread: summed at the join
+                cells.defer(level, seq, cumsum_from)
+            else:
+                cells[level] = cumsum_from(seq, cells[level])
+
+
+def cumsum_from(seq, cur) -> float:
+    """The running sum of the array seq from the cell's value cur (None: from
+    seq's first element), one addition after the other: its last value."""
+    if cur is not None:
+        seq = np.concatenate((np.asarray([cur], dtype=np.float64), seq))
+    with np.errstate(all="ignore"):
+        return float(np.cumsum(seq)[-1])
 
 
 def vadd(cells: list, level: int, run: Pass, v, n: int) -> None:
