@@ -13,7 +13,9 @@ alternating which goes first), rounds interleaved in one process; the figure is
 the median over the rounds with the spread (min .. max), and the ratio is
 array time / parallel time (medians; > 1: the parallel runtime is faster).
 The machine's other load shows in the spread: a ratio near 2 needs both cores
-free. Results: benchmarks/out/parallel.md. Nothing here fails on time.
+free. A control, timed in the same rounds, runs the two branches' primal
+numpy work one after the other and on two threads: its ratio is what two
+threads can gain at the load of the moment. Results: benchmarks/out/parallel.md. Nothing here fails on time.
 
 `--quick`: n = 10^5 and 10^6 only, fewer rounds.
 """
@@ -61,6 +63,31 @@ def check(grads: dict, n: int) -> int:
     return forks
 
 
+def _branch_a(x):
+    return np.sum(np.exp(np.sin(x)) * x)
+
+
+def _branch_b(y):
+    return np.sum(np.tanh(y) * np.cos(y))
+
+
+def control_functions() -> dict:
+    """The machine's ceiling at this moment: the two branches' primal numpy
+    work one after the other, and on two threads (the pool of the parallel
+    runtime's forks): their ratio is what two threads gain at the current load."""
+    pool = parallel_support._pool()
+
+    def sequential(a, b):
+        return _branch_a(a) + _branch_b(b)
+
+    def threads(a, b):
+        fut = pool.submit(_branch_b, b)
+        ra = _branch_a(a)
+        return ra + fut.result()
+
+    return {"numpy, sequential": sequential, "numpy, two threads": threads}
+
+
 def measure(grads: dict, n: int, rounds: int) -> dict:
     a, b = inputs(n)
     for g in grads.values():  # warm up: compiled, caches and pool filled
@@ -86,16 +113,22 @@ def main(argv: list[str] | None = None) -> None:
     sizes = SIZES[:2] if quick else SIZES
     prog = chad.load(PROGRAM.read_text())
     grads = {"array": chad.grad(prog, evm="array"), "parallel": chad.grad(prog, evm="parallel")}
+    grads.update(control_functions())
     rows = []
     for n in sizes:
         forks = check(grads, n)
+        if forks == 0:
+            raise AssertionError(f"n = {n}: the parallel runtime did not fork")
         rounds = max(5, ROUNDS[n] // (3 if quick else 1))
         times = measure(grads, n, rounds)
         ratio = statistics.median(times["array"]) / statistics.median(times["parallel"])
         best = min(times["array"]) / min(times["parallel"])
-        rows.append((n, times, ratio, best, forks, rounds))
+        ceiling = (statistics.median(times["numpy, sequential"])
+                   / statistics.median(times["numpy, two threads"]))
+        rows.append((n, times, ratio, best, forks, rounds, ceiling))
         print(f"n = {n:>8}: array {_ms(times['array'])} ms, parallel {_ms(times['parallel'])} ms,"
-              f" ratio {ratio:.2f} (of the minima {best:.2f}), {forks} forks per call", flush=True)
+              f" ratio {ratio:.2f} (of the minima {best:.2f}), {forks} forks per call;"
+              f" numpy two threads / sequential ratio {ceiling:.2f}", flush=True)
     write(rows)
 
 
@@ -111,15 +144,19 @@ def write(rows) -> None:
         "inlined, vectorised code, the two maps' forward passes and reverse passes each",
         "run on two threads). Both gradients checked identical, bit for bit, before timing.",
         "Times in ms: median over interleaved rounds (min .. max); ratio = array / parallel",
-        "(medians), and of the minima.",
+        "(medians), and of the minima. Control: the two branches' primal numpy work",
+        "(`exp (sin x) * x` and `tanh y * cos y`, summed) one after the other and on two",
+        "threads, timed in the same rounds: its ratio is what two threads could gain at",
+        "the machine's load of the moment.",
         f"CPUs: {os.cpu_count()}; load average (1 min) at the end: {load:.2f}.",
         "",
-        "| n | rounds | array ms | parallel ms | ratio (medians) | ratio (minima) | forks per call |",
-        "|---|---|---|---|---|---|---|",
+        "| n | rounds | array ms | parallel ms | ratio (medians) | ratio (minima) | forks per call"
+        " | control: numpy sequential / two threads |",
+        "|---|---|---|---|---|---|---|---|",
     ]
-    for n, times, ratio, best, forks, rounds in rows:
+    for n, times, ratio, best, forks, rounds, ceiling in rows:
         lines.append(f"| {n:,} | {rounds} | {_ms(times['array'])} | {_ms(times['parallel'])} |"
-                     f" {ratio:.2f} | {best:.2f} | {forks} |")
+                     f" {ratio:.2f} | {best:.2f} | {forks} | {ceiling:.2f} |")
     OUT.parent.mkdir(parents=True, exist_ok=True)
     OUT.write_text("\n".join(lines) + "\n")
     print(f"wrote {OUT.relative_to(ROOT)}")
