@@ -9,8 +9,10 @@ functions, generated from (simplified) terms, cached.
 The gradient is one term: `let r = forward in (fst r, backward r ctg)` with the
 transform T's forward and backward terms (chad/transform/registry.py), so the
 simplifier sees the backpropagator where it is applied and can inline it. R is
-the runtime: with "array" the EVM is inlined (chad/compile/codegen.py), with
-"map" or "parallel" the generated code calls the runtime's EVM interface.
+the runtime: with "array" the EVM is inlined (chad/compile/codegen.py); with
+"parallel" too, the same code but with fork points running independent heavy
+parts on two threads (chad/compile/parallel_codegen.py); with "map" the
+generated code calls the runtime's EVM interface.
 
 Compilation (transform, simplify, generate, `compile`) runs on the caller's
 thread: the passes walk the spines of deep programs (10,000 nested lets, a sum
@@ -41,6 +43,10 @@ from .memory import keep_freed_memory
 from .support import FastArrayEVM
 
 FORWARD = "fwd$0"   # the forward pair in the gradient and backward terms
+# runtimes whose EVM the generated code inlines: the array runtime's, and the
+# parallel runtime's, which is the same code with fork points
+# (chad/compile/parallel_codegen.py)
+INLINED = ("array", "parallel")
 CACHE_SIZE = 128
 
 _cache: OrderedDict = OrderedDict()   # compiled modules
@@ -118,7 +124,7 @@ def evm_for(runtime: str):
     if runtime == "spec":
         raise UsageError("the spec EVM is a model for the counting evaluator; compiled code "
                          "runs on map, array or parallel (or use backend interp)")
-    return FastArrayEVM() if runtime == "array" else make_evm(runtime)
+    return FastArrayEVM() if runtime in INLINED else make_evm(runtime)
 
 
 def _generate(prog: Program, params: list[str], term, runtime: str, simplify: bool,
@@ -126,7 +132,8 @@ def _generate(prog: Program, params: list[str], term, runtime: str, simplify: bo
     """Generate and compile the module of `term` (already simplified when
     `simplify`; the bodies of the defs it calls are simplified here); with
     `fast_math`, its entry runs with_fast_math."""
-    gen = Gen(inline=(runtime == "array"), prepare=_prepare(simplify), vectorise=_vectorise[0])
+    gen = Gen(inline=(runtime in INLINED), prepare=_prepare(simplify), vectorise=_vectorise[0],
+              fork=(runtime == "parallel"))
     gen.defs = {d.name: d for d in prog.defs}
     gen.ns["_E"] = evm if evm is not None else evm_for(runtime)
     try:
@@ -288,7 +295,7 @@ def gradient_module(prog: Program, d: Def, transform: str = "efficient",
                   _defs(prog))
         return run_shallow(_generate, prog, [p.name for p in d.params] + [CTG], t, runtime,
                         simplify, f"gradient of {d.name} ({transform})", None,
-                        runtime == "array" and _first_order(d))
+                        runtime in INLINED and _first_order(d))
     return _cached(_key(prog, d, "grad", transform, runtime, simplify), build)
 
 

@@ -52,7 +52,7 @@ from chad.terms import (
 )
 from chad.values import FALSE, TRUE, Inj, cells_to_env_tuple, env_tuple_to_cells
 
-from . import support, vector_support
+from . import parallel_codegen, parallel_support, support, vector_support
 from .registers import reuse_locals
 
 _ATOM = re.compile(r"^(?:[A-Za-z_][A-Za-z0-9_]*|-?[0-9][0-9.e+-]*)$")
@@ -176,10 +176,16 @@ class Gen:
     """One generated module.
 
     `functions` gives the Python function of a def (key, term, parameter names)
-    for Call and DCall; `inline` selects the EVM mode (see the module doc)."""
+    for Call and DCall; `inline` selects the EVM mode (see the module doc);
+    `fork` (inline mode only: the parallel runtime) runs independent heavy
+    lets and `>>` chains on two threads (chad/compile/parallel_codegen.py)."""
 
-    def __init__(self, inline: bool, prepare=None, vectorise: bool = True) -> None:
+    def __init__(self, inline: bool, prepare=None, vectorise: bool = True,
+                 fork: bool = False) -> None:
         self.inline = inline
+        self.fork = fork and inline
+        self.heavy_memo: dict = {}   # parallel_codegen.heavy, by sub-term id
+        self.then_seen: set = set()  # `>>` nodes parallel_codegen has looked at
         self.vectorise = vectorise  # array nodes as numpy code where batchable
         self.prepare = prepare or (lambda t: t)
         self.ns: dict = {
@@ -189,6 +195,8 @@ class Gen:
             "_run_rule": support.run_rule, "_partial": functools.partial,
             "_kwrap": support.kwrap, **vector_support.HELPERS,
         }
+        if self.fork:
+            self.ns.update(parallel_support.HELPERS)
         self._consts: dict[int, str] = {}
         self._count = 0
         self.blocks: list[Block] = []
@@ -334,6 +342,13 @@ class Gen:
         names, olds = [], []
         try:
             while type(t) is Let:
+                group = parallel_codegen.let_group(self, t) if self.fork else None
+                if group is not None:  # independent heavy lets: on two threads
+                    for node, v in zip(group, parallel_codegen.emit_lets(self, group)):
+                        olds.append(self._bind(node.name, v))
+                        names.append(node.name)
+                    t = group[-1].body
+                    continue
                 v = self.value(t.rhs)
                 olds.append(self._bind(t.name, v))
                 names.append(t.name)
@@ -653,6 +668,13 @@ class Gen:
                     t = t.m
                     continue
                 if cls is ThenEVM:
+                    if self.fork and id(t) not in self.then_seen:
+                        segments = parallel_codegen.then_chain(self, t)
+                        if segments is not None:  # heavy actions: on two threads
+                            if type(cells) is LocalCells:
+                                raise _NeedList  # a forked half adds to a list
+                            r = parallel_codegen.emit_seq(self, segments, cells)
+                            break
                     first = self.execute(t.first)
                     if not _ATOM.match(first) and first != "None":
                         self.emit(first)

@@ -202,23 +202,37 @@ class Pass:
         element i's, in the order of its adds, so the running sum (np.cumsum,
         one addition after the other from the cell's value) gives its result
         bit for bit."""
+        shared = getattr(cells, "fork_base", 0)  # a forked half's cells (parallel_support)
         for level, parts in self.pending.items():
-            cur = cells[level]
-            with quiet():
-                if len(parts) == 1 and parts[0][1]:
-                    # one array made for this add alone: the running sum in place,
-                    # the cell's value added to the first element first
-                    seq = parts[0][0]
-                    if cur is not None:
-                        seq[0] = cur + seq[0]
-                    np.cumsum(seq, out=seq)
-                    cells[level] = float(seq[-1])
-                    continue
-                seq = (np.stack([p for p, _ in parts], axis=1).ravel() if len(parts) > 1
-                       else parts[0][0])
-                if cur is not None:
-                    seq = np.concatenate((np.asarray([cur], dtype=np.float64), seq))
-                cells[level] = float(np.cumsum(seq)[-1])
+            if len(parts) == 1:
+                seq, owned = parts[0]
+            else:  # a new array: owned
+                seq, owned = np.stack([p for p, _ in parts], axis=1).ravel(), True
+            run = cumsum_in_place if owned else cumsum_from
+            if level < shared:  # a cell of the forking thread: summed at the join
+                cells.defer(level, seq, run)
+            else:
+                cells[level] = run(seq, cells[level])
+
+
+def cumsum_from(seq, cur) -> float:
+    """The running sum of the array seq from the cell's value cur (None: from
+    seq's first element), one addition after the other: its last value."""
+    if cur is not None:
+        seq = np.concatenate((np.asarray([cur], dtype=np.float64), seq))
+    with quiet():
+        return float(np.cumsum(seq)[-1])
+
+
+def cumsum_in_place(seq, cur) -> float:
+    """cumsum_from for an array made for this sum alone: the running sum in
+    place, the cell's value added to the first element first (cur + s0, then
+    + s1, ...: the same additions)."""
+    with quiet():
+        if cur is not None:
+            seq[0] = cur + seq[0]
+        np.cumsum(seq, out=seq)
+        return float(seq[-1])
 
 
 def vadd(cells: list, level: int, run: Pass, v, n: int, adopt: bool = False) -> None:
