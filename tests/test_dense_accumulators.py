@@ -1,6 +1,6 @@
 """Dense cotangent accumulators of the compiled runtime (docs/compiler.md,
 "Dense accumulators"): identity index arrays known by construction
-(chad/arrays/known.py), gathers as views, bags of dense arrays turned into
+(chad/compile/known.py), gathers as views, bags of dense arrays turned into
 arrays without a scatter by index (chad/arrays/bag.py dense_real), per-element
 cells that start as one real and are added to in place (vector_support.vadd,
 vseq), the shared cells' running sums in place (Pass.flush), inputs used
@@ -14,10 +14,10 @@ against the counting evaluator's.
 from __future__ import annotations
 
 import gc
-import weakref
 import os
 import subprocess
 import sys
+import weakref
 
 import numpy as np
 import pytest
@@ -27,9 +27,10 @@ from chad.arrays.bag import (
     BEMPTY, BArray, BOne, BPlus, collect, dense_real, scatter, to_dense, zeros,
 )
 from chad.arrays.evaluate import eval_gather
-from chad.arrays import known
-from chad.arrays.known import IOTA, NO_NEG_ZERO, Known, iota, is_iota
+from chad.arrays.lower import vzscatter
+from chad.compile import known
 from chad.compile import vector_support as V
+from chad.compile.known import IOTA, NO_NEG_ZERO, Known, iota, is_iota
 from chad.linear import LR
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -167,9 +168,9 @@ def test_vzscatter_is_the_scatter_of_zeros():
     w = _values(rng, n)
     for bag in (BArray(w), BPlus(BArray(w), BArray(w[::-1].copy())), None, BEMPTY,
                 BPlus(BOne(2, -0.0), BArray(w)), BArray(w[:3], np.array([1, 1, 7]))):
-        assert _same(V.vzscatter(n, bag), _general(BEMPTY if bag is None else bag, n))
+        assert _same(vzscatter(n, bag), _general(BEMPTY if bag is None else bag, n))
     with pytest.raises(Exception):
-        V.vzscatter(n, BArray(w[:2], np.array([0, n])))  # the rule's index error
+        vzscatter(n, BArray(w[:2], np.array([0, n])))  # the rule's index error
 
 
 # ----------------------------------------------------------------- cells

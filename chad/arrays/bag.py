@@ -29,11 +29,11 @@ from typing import Any
 import numpy as np
 from attrs import frozen
 
+from chad.compile.ieee import quiet
+from chad.compile.known import NO_NEG_ZERO, is_iota
 from chad.errors import EvalError
 from chad.linear import LR, LType, plusv, size as size_of, zerov
 
-from .ieee import quiet
-from .known import NO_NEG_ZERO, is_iota
 
 
 class Bag:
@@ -123,7 +123,7 @@ class BArray(Bag):
         if idx is not None and len(idx) != len(vals):
             raise ValueError("BArray: idx and vals differ in length")
         if idx is not None and is_iota(idx):
-            idx = None  # 0..len-1 by construction (chad/arrays/known.py): the same pairs
+            idx = None  # 0..len-1 by construction (chad/compile/known.py): the same pairs
         self.vals = vals
         self.idx = idx
         self._size = None
@@ -306,7 +306,7 @@ def dense_real(bag, n: int, take: bool = False):
     """scatter (zeros n) (collect bag) for real elements where the bag is one
     BArray of n reals at the identity indices: 0.0 + v for each v, in one pass
     (the zeros are never made); else None. With `take`, an array of sums that
-    has no -0.0 (chad/arrays/known.py), for which 0.0 + v is v, and that
+    has no -0.0 (chad/compile/known.py), for which 0.0 + v is v, and that
     nothing but the bag holds (as numpy's own elision of temporaries, by its
     reference count) is the result itself: the bag, used affinely, gives it up."""
     if type(bag) is BArray and bag.idx is None:

@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from chad.compile.ieee import quiet
+from chad.compile.known import is_iota
 from chad.errors import EvalError
 from chad.linear import zerov
 from chad.primitives import Primitive, no_tangent
@@ -31,8 +33,6 @@ from chad.types import ArrayT, Int, R, Real, Z
 from chad.values import make_array
 
 from .bag import BEMPTY, BArray, BOne, Leaf, Node, collect, dense_of, fill, scatter, zeros
-from .ieee import quiet
-from .known import is_iota
 from .nodes import (
     BArrayT, BEmptyT, BFillT, BOneT, Collect, FoldTree, Gather, GetA, Scatter, ScatterBag,
     SequenceScoped, UnTree, Unzip, UnzipMap, Zeros,
@@ -349,7 +349,7 @@ def gather(a, idx, loc=None):
     """The elements of a at the indices idx (an error at the first one out of
     range)."""
     if is_iota(idx) and type(a) is np.ndarray and len(idx) <= len(a):
-        # the identity indices of a read a ! i (chad/arrays/known.py): a's first
+        # the identity indices of a read a ! i (chad/compile/known.py): a's first
         # len(idx) elements, as a view (arrays are never changed in place)
         m = len(idx)
         return a if m == len(a) else a[:m]

@@ -24,7 +24,7 @@ from chad.linear import LR
 from chad.terms import Build, Fold, Fst, Index, Lam, Let, MapA, Pair, Prim, Snd, Var
 from chad.types import ArrayT, Real
 
-from .bag import BEMPTY, BArray
+from .bag import BEMPTY, BArray, as_bag, collect, dense_real, scatter, zeros
 from .evaluate import bfill, gather
 from .nodes import Collect, FoldTree, ScatterBag, SequenceScoped, UnTree, Unzip, UnzipMap, Zeros
 
@@ -293,6 +293,20 @@ def vectorise_sequence_scoped(gen, t: SequenceScoped) -> str | None:
     return f"(_vseq({fns}, {ctgs}, {tup}, {t.keep!r}) or {rule})"
 
 
+def vzscatter(n, bag):
+    """scatter (zeros n) (collect bag) of real elements: for a bag of one dense
+    array, 0.0 + each element in one pass (a fill stays a broadcast view:
+    arrays are never changed in place); else the general functions, which raise
+    what the evaluation rules raise."""
+    bag = as_bag(bag)
+    out = dense_real(bag, n)
+    if out is not None:
+        return out
+    z, _ = zeros(int(n), LR())
+    pairs, _ = collect(bag, LR())
+    return scatter(z, pairs, LR())[0]
+
+
 def vectorise_scatter(gen, t) -> str | None:
     """`scatter (zeros n) (collect bag)` of real elements (the reverse pass of a
     build or map turning its bag into the elements' cotangents), and the same as
@@ -309,7 +323,7 @@ def vectorise_scatter(gen, t) -> str | None:
         bag = gen.atom(gen.value(t.pairs.bag))
     else:
         return None
-    return f"_vzscatter({n}, {bag})"
+    return f"{gen.const(vzscatter, 'B')}({n}, {bag})"
 
 
 # ----------------------------------------------------------------- folds

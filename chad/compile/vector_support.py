@@ -17,10 +17,8 @@ import math
 
 import numpy as np
 
-from chad.arrays.bag import as_bag, collect, dense_real, scatter, zeros
-from chad.arrays.ieee import quiet
-from chad.arrays.known import NO_NEG_ZERO, iota, is_iota
-from chad.linear import LR
+from .ieee import quiet
+from .known import NO_NEG_ZERO, iota, is_iota
 
 
 def _shape(rank: int, axis: int, n: int) -> tuple:
@@ -108,7 +106,7 @@ def vout(x, n: int, rank: int, dtype, fresh: bool):
     (never a view of an input)."""
     _check_size(n)
     if is_iota(x) and x.dtype == dtype and x.shape == (n,):
-        return x  # `build n (\i -> i)`: the loop index itself (chad/arrays/known.py)
+        return x  # `build n (\i -> i)`: the loop index itself (chad/compile/known.py)
     x = np.asarray(x)
     if x.dtype != dtype:
         x = x.astype(dtype)
@@ -132,7 +130,8 @@ def vrows(x, n: int, m: int, rank: int, dtype):
     return tuple(mat)
 
 
-HELPERS = {"_np": np, "_quiet": quiet, "_vindex": vindex, "_vtake": vtake, "_vgather": vgather,
+HELPERS = {"_np": np, "_quiet": quiet, "_vindex": vindex, "_vtake": vtake,
+           "_vgather": vgather,
            "_vtake2": vtake2, "_vsum": vsum, "_vout": vout, "_vrows": vrows,
            "_f64": np.float64, "_i64": np.int64, "_ndarray": np.ndarray}
 
@@ -273,7 +272,7 @@ def vadd(cells: list, level: int, run: Pass, v, n: int, adopt: bool = False) -> 
 def _final(cell, init, n: int):
     """A kept scope's cells as the rule's array: never added to, its initial
     value (0.0 for none); else the array of the n cells, recorded as free of
-    -0.0 when the sums started from a real other than -0.0 (chad/arrays/known.py)."""
+    -0.0 when the sums started from a real other than -0.0 (chad/compile/known.py)."""
     if cell is None:
         return np.zeros(n)
     if type(cell) is float:
@@ -318,21 +317,7 @@ def vseq(fns, ctgs, inits: tuple, keep: tuple):
     return act
 
 
-def vzscatter(n, bag):
-    """scatter (zeros n) (collect bag) of real elements: for a bag of one dense
-    array, 0.0 + each element in one pass (a fill stays a broadcast view:
-    arrays are never changed in place); else the general functions, which raise
-    what the evaluation rules raise."""
-    bag = as_bag(bag)
-    out = dense_real(bag, n)
-    if out is not None:
-        return out
-    z, _ = zeros(int(n), LR())
-    pairs, _ = collect(bag, LR())
-    return scatter(z, pairs, LR())[0]
-
-
-HELPERS.update({"_VecBack": VecBack, "_vadd": vadd, "_vseq": vseq, "_vzscatter": vzscatter})
+HELPERS.update({"_VecBack": VecBack, "_vadd": vadd, "_vseq": vseq})
 
 
 class VecPairs:
