@@ -17,13 +17,22 @@ free. A control, timed in the same rounds, runs the two branches' primal
 numpy work one after the other and on two threads: its ratio is what two
 threads can gain at the load of the moment. Results: benchmarks/out/parallel.md. Nothing here fails on time.
 
-`--quick`: n = 10^5 and 10^6 only, fewer rounds.
+The whole run is made twice: in this process, with the C library's malloc as
+configured, and in a child process whose glibc malloc keeps freed memory
+(TUNED_MALLOC): numpy allocates its temporaries afresh for every operation,
+and on this kind of machine the page faults of fresh memory (and the unmapping
+of freed blocks, which every thread of the process must take part in) can
+cost more than the arithmetic; both runtimes run under the same setting.
+
+`--quick`: n = 10^5 and 10^6 only, fewer rounds. `--no-tuned`: the first run only.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -107,10 +116,24 @@ def _ms(xs) -> str:
     return f"{statistics.median(xs) * 1e3:.1f} ({min(xs) * 1e3:.1f} .. {max(xs) * 1e3:.1f})"
 
 
-def main(argv: list[str] | None = None) -> None:
-    argv = argv or []
-    quick = "--quick" in argv
-    sizes = SIZES[:2] if quick else SIZES
+# glibc's malloc told to keep freed memory for reuse (one arena for all
+# threads, no mmap/munmap of large blocks, no trimming): numpy's temporaries of
+# 0.8 to 32 MB then cost no page faults after the first call
+TUNED_MALLOC = {"MALLOC_ARENA_MAX": "1", "MALLOC_MMAP_THRESHOLD_": str(1 << 30),
+                "MALLOC_TRIM_THRESHOLD_": str(1 << 32), "MALLOC_TOP_PAD_": str(1 << 27)}
+
+
+def _cpu_ticks():
+    """(idle, total) jiffies of all CPUs (Linux), or None."""
+    try:
+        with open("/proc/stat") as f:
+            fields = [int(x) for x in f.readline().split()[1:9]]
+    except (OSError, ValueError):
+        return None
+    return fields[3], sum(fields)
+
+
+def run(sizes, quick: bool) -> list[dict]:
     prog = chad.load(PROGRAM.read_text())
     grads = {"array": chad.grad(prog, evm="array"), "parallel": chad.grad(prog, evm="parallel")}
     grads.update(control_functions())
@@ -120,19 +143,55 @@ def main(argv: list[str] | None = None) -> None:
         if forks == 0:
             raise AssertionError(f"n = {n}: the parallel runtime did not fork")
         rounds = max(5, ROUNDS[n] // (3 if quick else 1))
+        before = _cpu_ticks()
         times = measure(grads, n, rounds)
-        ratio = statistics.median(times["array"]) / statistics.median(times["parallel"])
-        best = min(times["array"]) / min(times["parallel"])
-        ceiling = (statistics.median(times["numpy, sequential"])
-                   / statistics.median(times["numpy, two threads"]))
-        rows.append((n, times, ratio, best, forks, rounds, ceiling))
-        print(f"n = {n:>8}: array {_ms(times['array'])} ms, parallel {_ms(times['parallel'])} ms,"
-              f" ratio {ratio:.2f} (of the minima {best:.2f}), {forks} forks per call;"
-              f" numpy two threads / sequential ratio {ceiling:.2f}", flush=True)
-    write(rows)
+        after = _cpu_ticks()
+        idle = (100.0 * (after[0] - before[0]) / max(1, after[1] - before[1])
+                if before and after else float("nan"))
+        rows.append({"n": n, "times": times, "forks": forks, "rounds": rounds, "idle": idle})
+        print(f"n = {n:>8}: {_summary(rows[-1])}", flush=True)
+    return rows
 
 
-def write(rows) -> None:
+def _ratio(times, a, b, pick=statistics.median) -> float:
+    return pick(times[a]) / pick(times[b])
+
+
+def _summary(row) -> str:
+    t = row["times"]
+    return (f"array {_ms(t['array'])} ms, parallel {_ms(t['parallel'])} ms, ratio "
+            f"{_ratio(t, 'array', 'parallel'):.2f} (of the minima "
+            f"{_ratio(t, 'array', 'parallel', min):.2f}), {row['forks']} forks per call; control"
+            f" {_ratio(t, 'numpy, sequential', 'numpy, two threads'):.2f}; CPUs idle"
+            f" {row['idle']:.0f}%")
+
+
+def main(argv: list[str] | None = None) -> None:
+    argv = argv or []
+    quick = "--quick" in argv
+    sizes = SIZES[:2] if quick else SIZES
+    if "--child" in argv:  # the tuned-malloc run, in its own process
+        print(json.dumps(run(sizes, quick)))
+        return
+    print("default malloc:")
+    sections = [("glibc malloc as configured by default", run(sizes, quick))]
+    if "--no-tuned" not in argv:
+        print("malloc keeping freed memory (a child process):", flush=True)
+        env = dict(os.environ, **TUNED_MALLOC)
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+        out = subprocess.run([sys.executable, "-m", "benchmarks.bench_parallel", "--child"]
+                             + (["--quick"] if quick else []), env=env, cwd=str(ROOT),
+                             check=True, capture_output=True, text=True).stdout
+        lines = out.strip().splitlines()
+        for line in lines[:-1]:
+            print(line)
+        sections.append(("glibc malloc keeping freed memory: "
+                         + ", ".join(f"{k}={v}" for k, v in TUNED_MALLOC.items()),
+                         json.loads(lines[-1])))
+    write(sections)
+
+
+def write(sections) -> None:
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     lines = [
         "# Parallel runtime: two independent heavy branches",
@@ -146,17 +205,30 @@ def write(rows) -> None:
         "Times in ms: median over interleaved rounds (min .. max); ratio = array / parallel",
         "(medians), and of the minima. Control: the two branches' primal numpy work",
         "(`exp (sin x) * x` and `tanh y * cos y`, summed) one after the other and on two",
-        "threads, timed in the same rounds: its ratio is what two threads could gain at",
-        "the machine's load of the moment.",
+        "threads, timed in the same rounds: its ratio (sequential / two threads) is what",
+        "two threads could gain at the machine's load of the moment. CPUs idle: the",
+        "share of the machine's CPU time that was idle while the rounds ran (the",
+        "benchmark's own threads included: with both cores free, a two-thread run",
+        "leaves little idle).",
         f"CPUs: {os.cpu_count()}; load average (1 min) at the end: {load:.2f}.",
-        "",
-        "| n | rounds | array ms | parallel ms | ratio (medians) | ratio (minima) | forks per call"
-        " | control: numpy sequential / two threads |",
-        "|---|---|---|---|---|---|---|---|",
     ]
-    for n, times, ratio, best, forks, rounds, ceiling in rows:
-        lines.append(f"| {n:,} | {rounds} | {_ms(times['array'])} | {_ms(times['parallel'])} |"
-                     f" {ratio:.2f} | {best:.2f} | {forks} | {ceiling:.2f} |")
+    for title, rows in sections:
+        lines += [
+            "",
+            f"## {title}",
+            "",
+            "| n | rounds | array ms | parallel ms | ratio (medians) | ratio (minima) |"
+            " forks per call | control | CPUs idle |",
+            "|---|---|---|---|---|---|---|---|---|",
+        ]
+        for row in rows:
+            t = row["times"]
+            lines.append(
+                f"| {row['n']:,} | {row['rounds']} | {_ms(t['array'])} | {_ms(t['parallel'])} |"
+                f" {_ratio(t, 'array', 'parallel'):.2f} |"
+                f" {_ratio(t, 'array', 'parallel', min):.2f} | {row['forks']} |"
+                f" {_ratio(t, 'numpy, sequential', 'numpy, two threads'):.2f} |"
+                f" {row['idle']:.0f}% |")
     OUT.parent.mkdir(parents=True, exist_ok=True)
     OUT.write_text("\n".join(lines) + "\n")
     print(f"wrote {OUT.relative_to(ROOT)}")

@@ -295,9 +295,12 @@ def test_an_error_in_a_forked_branch_is_reported_as_sequentially():
     raised = {}
     for evm in ("array", "parallel"):
         entry = backend.gradient_module(prog, d, "efficient", evm).entry
+        parallel_support.stats.reset()
         with pytest.raises(Exception) as e:
             entry(a, b, 1.0)
         raised[evm] = (type(e.value), str(e.value))
+        # the failing branch is the second half of a fork on the parallel runtime
+        assert parallel_support.stats.decided == (evm == "parallel")
     assert raised["parallel"] == raised["array"]
 
 

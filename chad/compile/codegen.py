@@ -344,9 +344,11 @@ class Gen:
             while type(t) is Let:
                 group = parallel_codegen.let_group(self, t) if self.fork else None
                 if group is not None:  # independent heavy lets: on two threads
-                    for node, v in zip(group, parallel_codegen.emit_lets(self, group)):
-                        olds.append(self._bind(node.name, v))
-                        names.append(node.name)
+                    def bind(name, v):
+                        olds.append(self._bind(name, v))
+                        names.append(name)
+
+                    parallel_codegen.emit_lets(self, group, bind)
                     t = group[-1].body
                     continue
                 v = self.value(t.rhs)

@@ -6,11 +6,12 @@ With `evm="parallel"` the generated code is the array runtime's (the EVM
 inlined, array bodies vectorised) but for two kinds of places where the term
 itself says that heavy parts are independent:
 
-* a run of consecutive `let`s whose right-hand sides are all heavy and none
-  uses a variable bound earlier in the run (the forward passes of two maps
-  over different arrays): each right-hand side becomes a function of no
-  argument and `_pvals` computes them, the heavy halves on two threads. Values
-  are pure, so this is the sequential computation.
+* a run of consecutive `let`s with at least two heavy right-hand sides, none
+  using a variable bound by an earlier heavy one (the forward passes of two
+  maps over different arrays), light lets between them only if they cannot
+  fail: the light ones are computed first, each heavy right-hand side becomes a
+  function of no argument and `_pvals` computes them, the heavy halves on two
+  threads. Values are pure, so this is the sequential computation.
 * a `>>` chain of actions (`a >> b >> c`, the backward pass: Efficient CHAD
   (Smeding & Vákár) keeps the source's independent sub-terms as `then` of
   their backpropagators) with at least two heavy actions: the chain is cut
@@ -29,6 +30,8 @@ from __future__ import annotations
 
 from chad import tables
 from chad.terms import Build, Call, Fold, Iter, Let, MapA, Prim, Scan, ThenEVM, children, free_vars
+
+from .vectorise import safe
 
 # extension nodes with a loop over an array, by name: chad/compile does not
 # import the extensions (their vectorised ones are found in tables.VECTORISE)
@@ -80,27 +83,55 @@ def _size_expr(gen, t) -> str:
 
 
 def let_group(gen, t: Let) -> list | None:
-    """The run of lets from t whose right-hand sides are heavy and independent
-    of each other (at least two), or None."""
+    """The run of lets from t whose heavy right-hand sides (at least two) are
+    independent of each other, or None. Light lets may come between them if they
+    cannot fail (`vectorise.safe`: `length b`, arithmetic) and read no variable
+    of the run's heavy lets: they are computed first (a pure value that cannot
+    fail may move), and a heavy one may read them. No let of the run rebinds a
+    name read by an earlier one."""
     if not heavy(gen, t.rhs):
         return None
     group = [t]
-    bound = {t.name}
+    heavies = 1
+    names = {t.name}           # every name the run binds
+    heavy_names = {t.name}     # the names of its heavy lets
+    heavy_reads = set(free_vars(t.rhs))  # what its heavy right-hand sides read
     node = t.body
-    while type(node) is Let and heavy(gen, node.rhs) and bound.isdisjoint(free_vars(node.rhs)):
-        group.append(node)
-        bound.add(node.name)
+    last = 1                   # the run ends at its last heavy let
+    while type(node) is Let and node.name not in names and node.name not in heavy_reads:
+        reads = free_vars(node.rhs)
+        if not heavy_names.isdisjoint(reads):
+            break
+        if heavy(gen, node.rhs):
+            heavies += 1
+            heavy_names.add(node.name)
+            heavy_reads.update(reads)
+            group.append(node)
+            last = len(group)
+        elif safe(node.rhs):
+            group.append(node)
+        else:
+            break
+        names.add(node.name)
         node = node.body
-    return group if len(group) >= 2 else None
+    return group[:last] if heavies >= 2 else None
 
 
-def emit_lets(gen, group: list) -> list[str]:
-    """The atoms of the group's right-hand sides, computed by `_pvals`."""
-    fns = [gen.local_def([], node.rhs, "h") for node in group]
-    sizes = [_size_expr(gen, node.rhs) for node in group]
+def emit_lets(gen, group: list, bind) -> None:
+    """Compute the group's lets: the light ones first, in order, then the
+    heavy ones by `_pvals`; bind(name, atom) binds each."""
+    heavies = []
+    for node in group:
+        if heavy(gen, node.rhs):
+            heavies.append(node)
+        else:
+            bind(node.name, gen.value(node.rhs))
+    fns = [gen.local_def([], node.rhs, "h") for node in heavies]
+    sizes = [_size_expr(gen, node.rhs) for node in heavies]
     r = gen.fresh("v")
     gen.emit(f"{r} = _pvals(({', '.join(fns)},), ({', '.join(sizes)},))")
-    return [gen.atom(f"{r}[{i}]") for i in range(len(group))]
+    for i, node in enumerate(heavies):
+        bind(node.name, gen.atom(f"{r}[{i}]"))
 
 
 def then_chain(gen, t: ThenEVM) -> list | None:

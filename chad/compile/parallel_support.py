@@ -39,9 +39,10 @@ raises the inline half's exception; the pool half's exception is raised at the
 join. Parts are pure (values) or only add to cells, so the exception raised is
 the one the sequential code raises first in program order.
 
-The pool is the parallel EVM's shared pool (chad/runtime/parallel_evm.py: big
-stacks; a thread only waits for a task already running, or runs a task that has
-not started itself, so nested forks cannot deadlock). `stats` counts forks, for
+The pool is made as the parallel EVM's pools are (chad/runtime/parallel_evm.py:
+big stacks), with WORKERS threads; a thread only waits for a task already
+running, or runs a task that has not started itself, so nested forks cannot
+deadlock, whatever the number of threads. `stats` counts forks, for
 tests and benchmarks.
 """
 
@@ -49,6 +50,7 @@ from __future__ import annotations
 
 import bisect
 import functools
+import os
 import threading
 
 import numpy as np
@@ -61,7 +63,11 @@ from .vector_support import VecBack, VecPairs
 
 GRAIN = 1 << 15     # elements: a half lighter than this never forks
 MAX_DEPTH = 3       # nested splits of one list (at most 2**MAX_DEPTH pieces)
-WORKERS = 8
+# pool threads: one fewer than the cores (the forking thread runs a half
+# itself). Few threads, used again and again, also keep the memory numpy
+# allocates in each thread's malloc arena warm: a half on one of many cold
+# threads pays page faults for fresh memory every time.
+WORKERS = max(1, (os.cpu_count() or 2) - 1)
 
 
 class Stats:
