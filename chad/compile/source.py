@@ -68,6 +68,19 @@ def small_defs(defs) -> dict:
     return out
 
 
+def expand_call(t: Call, d):
+    """The call t of def d as `let t1 = a1 in ... let p1 = t1 in ... d's body`:
+    the arguments evaluated first, in order, as the call evaluates them; the
+    fresh temporaries keep an argument from seeing an earlier parameter."""
+    temps = [f"arg$c{next(_TEMPS)}" for _ in t.args]  # no source name has '$'
+    out = d.body
+    for p, a in reversed(list(zip(d.params, temps))):
+        out = Let(p.name, Var(a, loc=t.loc, ty=p.ty), out, loc=t.loc, ty=t.ty)
+    for a, e in reversed(list(zip(temps, t.args))):
+        out = Let(a, e, out, loc=t.loc, ty=t.ty)
+    return out
+
+
 def prepare_body(body, params, calls: dict | None = None):
     """body (a checked def body in the context of `params`) with the rewrites of
     the module doc; body itself when none applies."""
@@ -152,13 +165,7 @@ class _Rewriter:
         while type(t) is Call and t.name in self.calls and self.added < BUDGET:
             d = self.calls[t.name]
             self.added += _size(d.body)
-            temps = [f"arg$c{next(_TEMPS)}" for _ in t.args]  # no source name has '$'
-            out = d.body
-            for p, a in reversed(list(zip(d.params, temps))):
-                out = Let(p.name, Var(a, loc=t.loc, ty=p.ty), out, loc=t.loc, ty=t.ty)
-            for a, e in reversed(list(zip(temps, t.args))):
-                out = Let(a, e, out, loc=t.loc, ty=t.ty)
-            t = out
+            t = expand_call(t, d)
         return t
 
     def _post(self, t):

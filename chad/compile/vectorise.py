@@ -45,13 +45,25 @@ from __future__ import annotations
 from chad import tables
 from chad.primitives import PRIMITIVES
 from chad.terms import (
-    AddEVM, Ann, Fst, Lam, Length, Let, Pair, Prim, PureEVM, Snd, ThenEVM, Unit, Var, children,
-    free_vars,
+    AddEVM, Ann, Case, Fst, Inl, Inr, Lam, Length, Let, Pair, Prim, PureEVM, Snd, ThenEVM, Unit,
+    Var, children, free_vars,
 )
 from chad.types import Int, Real
 
 # primitives that may fail on some argument (an EvalError): not safe to hoist
 _FAILING = frozenset({"IDIV", "IMOD", "FLOOR"})
+
+# comparisons (on R and on Z): a batched Bool, a numpy bool array (True: inl,
+# the language's true)
+_COMPARE = {"LT": "<", "LE": "<=", "GT": ">", "GE": ">=", "EQ": "==", "NE": "!="}
+_COMPARE.update({"I" + k: v for k, v in list(_COMPARE.items())})
+_LOGIC = {"NOT": "_np.logical_not({0})", "AND": "_np.logical_and({0}, {1})",
+          "OR": "_np.logical_or({0}, {1})"}
+# integer arithmetic: exact (vector_support.viadd: int64 where it cannot wrap)
+_INTS = {"IADD": "_viadd({0}, {1})", "IMUL": "_vimul({0}, {1})", "INEG": "_vineg({0})"}
+# primitives that cannot fail whatever their arguments, though they have
+# neither an inline nor a batched form (safe to hoist)
+_TOTAL = frozenset(_COMPARE) | frozenset(_LOGIC)
 
 
 class NotBatchable(Exception):
@@ -123,10 +135,11 @@ def safe(t) -> bool:
                 continue
             p = PRIMITIVES.get(node.op)
             if p is None or node.op in _FAILING or (p.inline is None and p.batched is None
-                                                    and node.op not in ("SUM", "ISUM")):
+                                                    and node.op not in ("SUM", "ISUM")
+                                                    and node.op not in _TOTAL):
                 return False
             stack.append(node.arg)
-        elif cls in (Var, Unit, Ann, Let, Pair, Fst, Snd, Length):
+        elif cls in (Var, Unit, Ann, Let, Pair, Fst, Snd, Length, Case, Inl, Inr):
             stack.extend(children(node))
         else:
             return False
@@ -206,6 +219,8 @@ class Batcher:
                 self.unbind(saved)
         if cls is Prim:
             return self._prim(t)
+        if cls is Case:
+            return self._case(t)
         rule = tables.BATCH.get(cls)
         if rule is None:
             raise NotBatchable(f"no batching rule for {cls.__name__}")
@@ -237,8 +252,58 @@ class Batcher:
                 out |= v.dims
         return out
 
+    def bools(self, v) -> str:
+        """An operand of a numpy boolean expression: a batched Bool, or an
+        unbatched Bool value (true: its side is 0, inl)."""
+        if isinstance(v, BVal):
+            if v.kind == "num" and v.elem == "B":
+                return v.expr
+            raise NotBatchable(f"a {v.kind} where a Bool is expected")
+        return f"({v}.side == 0)"
+
+    def _case(self, t: Case):
+        """`if c then a else b` (a case on a Bool whose branches do not read
+        their binders) as np.where(c, a, b): both branches are computed for
+        every element, so both must be unable to fail (`safe`: no index, no
+        division on Z); the result a number."""
+        if t.lname in free_vars(t.lbody) or t.rname in free_vars(t.rbody):
+            raise NotBatchable("a case reading what it matched")
+        if not (safe(t.lbody) and safe(t.rbody)):
+            raise NotBatchable("a branch of a case that might fail")
+        c = self.bools(self.value(t.scrut))
+        saved = [self.bind(t.lname, "()")]
+        try:
+            a = self.value(t.lbody)
+        finally:
+            self.unbind(saved.pop())
+        saved = [self.bind(t.rname, "()")]
+        try:
+            b = self.value(t.rbody)
+        finally:
+            self.unbind(saved.pop())
+        kinds = [v.elem for v in (a, b) if isinstance(v, BVal)]
+        for v in (a, b):
+            if isinstance(v, BVal) and v.kind not in ("num", "idx"):
+                raise NotBatchable("a case whose result is not a number")
+        elem = kinds[0] if kinds else elem_kind(getattr(t, "ty", None))
+        if elem not in ("R", "Z"):
+            raise NotBatchable("a case whose result is not a number")
+        expr = self.gen.atom(f"_np.where({c}, {self.numbers(a)}, {self.numbers(b)})")
+        return BVal("num", expr, self.dims(a, b) | self._dims_of(t.scrut), elem=elem,
+                    fresh=True)
+
+    def _dims_of(self, t) -> frozenset:
+        out: frozenset = frozenset()
+        for x in free_vars(t):
+            v = self.bound.get(x)
+            if v is not None:
+                out |= v.dims
+        return out
+
     def _prim(self, t: Prim):
         op = t.op
+        if op in _COMPARE or op in _LOGIC or op in _INTS:
+            return self._discrete(t)
         if op == "SUM":
             a = self.value(t.arg)
             if not (isinstance(a, BVal) and a.kind == "arr"):
@@ -261,7 +326,36 @@ class Batcher:
             a = self.value(t.arg)
             expr = template.format(self.numbers(a))
             dims = self.dims(a)
-        return BVal("num", self.gen.atom(expr), dims, fresh=True)
+        return BVal("num", self.gen.atom(expr), dims, fresh=True, elem=_res_elem(p))
+
+    def _discrete(self, t: Prim):
+        """Comparisons (a batched Bool), not / and / or on Bools (both operands
+        evaluated, as the evaluator's) and exact integer arithmetic."""
+        op = t.op
+        binary = op not in ("NOT", "INEG")
+        if binary:
+            if type(t.arg) is not Pair:
+                raise NotBatchable(f"{op} of a pair value")
+            vals = [self.value(t.arg.left), self.value(t.arg.right)]
+        else:
+            vals = [self.value(t.arg)]
+        if op in _LOGIC:
+            expr, elem = _LOGIC[op].format(*(self.bools(v) for v in vals)), "B"
+        else:
+            for v in vals:
+                if isinstance(v, BVal) and v.kind == "num" and v.elem == "B":
+                    raise NotBatchable(f"{op} of a Bool")
+            ops = [self.numbers(v) for v in vals]
+            if op in _COMPARE:
+                expr, elem = f"({ops[0]} {_COMPARE[op]} {ops[1]})", "B"
+            else:
+                expr, elem = _INTS[op].format(*ops), "Z"
+        return BVal("num", self.gen.atom(expr), self.dims(*vals), fresh=True, elem=elem)
+
+
+def _res_elem(p) -> str:
+    """The element kind of a batched primitive's result ("R" unless it is Z)."""
+    return "Z" if isinstance(p.res, Int) else "R"
 
 
 def vectorise_loop(gen, t, make) -> str | None:
