@@ -45,7 +45,7 @@ from __future__ import annotations
 from chad import tables
 from chad.primitives import PRIMITIVES
 from chad.terms import (
-    AddEVM, Ann, Case, Fst, Inl, Inr, Lam, Length, Let, Pair, Prim, PureEVM, Snd, ThenEVM, Unit,
+    AddEVM, Ann, BindEVM, Case, ScopeEVM, Fst, Inl, Inr, Lam, Length, Let, Pair, Prim, PureEVM, Snd, ThenEVM, Unit,
     Var, children, free_vars,
 )
 from chad.types import Int, Real
@@ -80,7 +80,10 @@ class BVal:
     kind "rows": `src ! i` of an array of arrays src, i the loop at `axis`: only
                  indexed again by another loop variable.
     kind "arr":  an array built in the region along the loop at `axis` (size
-                 `size`), its elements `inner` (a BVal or an unbatched atom)."""
+                 `size`), its elements `inner` (a BVal or an unbatched atom).
+    kind "pair": the result of `scope` in a batched action: inner is (the
+                 elements' final cells, a "num" BVal; None, the action's result
+                 not being read)."""
 
     __slots__ = ("kind", "expr", "dims", "axis", "elem", "fresh", "src", "size", "inner")
 
@@ -221,6 +224,14 @@ class Batcher:
             return self._prim(t)
         if cls is Case:
             return self._case(t)
+        if cls is Fst or cls is Snd:
+            v = self.value(t.expr)
+            if isinstance(v, BVal) and v.kind == "pair":
+                part = v.inner[0 if cls is Fst else 1]
+                if part is None:
+                    raise NotBatchable("the result of a scoped action")
+                return part
+            raise NotBatchable(f"no batching rule for {cls.__name__}")
         rule = tables.BATCH.get(cls)
         if rule is None:
             raise NotBatchable(f"no batching rule for {cls.__name__}")
@@ -437,7 +448,8 @@ def materialise(b: Batcher, arr, t) -> str:
 def execute_batched(b: Batcher, t, cells: str, base: str) -> None:
     """Emit the action t run by every element of the region (rank 1): its adds
     as `_vadd` on the list `cells` (levels from `base` on per element). Only
-    lets, `>>`, adds of reals and `pure` are batched."""
+    lets, `>>`, adds of reals, `pure` and the scope of a let (`scope r m >>=
+    k`, r a real) are batched."""
     cls = type(t)
     if cls is ThenEVM:
         execute_batched(b, t.first, cells, base)
@@ -450,6 +462,25 @@ def execute_batched(b: Batcher, t, cells: str, base: str) -> None:
             b.unbind(saved)
     elif cls is Ann:
         execute_batched(b, t.expr, cells, base)
+    elif cls is BindEVM and type(t.m) is ScopeEVM and type(t.k) is Lam:
+        # `scope init m >>= \p -> k`: CHAD's let (the let-bound variable's
+        # cotangent cell): one per-element cell, an array of n reals from init
+        # (as the evaluator's cell starts at init), popped after m; p's first
+        # component the array of its final values
+        if not _real_literal(t.m.init):
+            raise NotBatchable("a scope whose cell is not a real")
+        init = b.gen.atom(b.gen.value(t.m.init))
+        n = b.sizes[0]
+        b.gen.emit(f"{cells}.append(_np.full({n}, {init}, dtype=_f64))")
+        execute_batched(b, t.m.m, cells, base)
+        final = b.gen.fresh("v")
+        b.gen.emit(f"{final} = {cells}.pop()")
+        saved = b.bind(t.k.name, BVal("pair", dims={0}, inner=(
+            BVal("num", final, {0}, elem="R"), None)))
+        try:
+            execute_batched(b, t.k.body, cells, base)
+        finally:
+            b.unbind(saved)
     elif cls is AddEVM:
         if not isinstance(t.level, int) or isinstance(t.level, bool) or t.level < 0:
             raise NotBatchable("an add at a level that is not a natural number")
