@@ -231,3 +231,21 @@ def test_lets_in_a_map_body_batch_their_reverse_pass():
             agree(chad.grad(LETS, evm=evm)(a, 1.7), want, exact=True)
             value, back = chad.vjp(LETS, evm=evm)(a, 1.7)
             agree((value, back(1.0)), want, exact=True)
+
+
+# --------------------------------------------------------------- deep programs
+
+
+def test_a_deep_program_of_lambda_applications_and_calls():
+    """10,000 nested lets applying a let-bound lambda and calling a small def:
+    the source rewrites walk the term with loops (no RecursionError), stop at
+    their budget (the lambda, still applied beyond it, is kept) and give the
+    interpreter's value and gradient."""
+    n = 10_000
+    lines = ["def g(x : R) : R = x * 2.0", "", "def f(x : R) : R =",
+             "  let h = \\(y : R) -> y * 1.0 + 0.5 in", "  let x0 = g(x) in"]
+    lines += [f"  let x{i} = h (g(x{i - 1}) * 0.5) in" for i in range(1, n)]
+    text = "\n".join(lines + [f"  x{n - 1}"]) + "\n"
+    value, (dx,) = chad.grad(text)(2.0)
+    assert value == 4.0 + 0.5 * (n - 1) and dx == 2.0
+    assert chad.primal(text)(2.0) == value

@@ -103,8 +103,8 @@ def prepare_body(body, params, calls: dict | None = None):
 
 
 def _inlinable(body) -> dict:
-    """name -> True for each let-bound lambda whose uses are all applications
-    (and which is used once or small); names are unique here."""
+    """name -> its number of uses, for each let-bound lambda whose uses are all
+    applications (and which is used once or small); names are unique here."""
     lets: dict[str, Lam] = {}
     uses: dict[str, int] = {}
     heads: dict[str, int] = {}
@@ -120,7 +120,7 @@ def _inlinable(body) -> dict:
     for name, lam in lets.items():
         k = uses.get(name, 0)
         if k == heads.get(name, 0) and (k <= 1 or _size(lam) <= SMALL_LAMBDA):
-            out[name] = True
+            out[name] = k
     return out
 
 
@@ -129,7 +129,7 @@ class _Rewriter:
     when their let's body is entered."""
 
     def __init__(self, names: dict, calls: dict | None, lambdas: bool = True) -> None:
-        self.names = names            # the let-bound lambdas to inline
+        self.names = names            # the let-bound lambdas to inline: uses left
         self.lambdas = lambdas        # applied lambdas too (names unique)
         self.calls = calls or {}
         self.lams: dict[str, Lam] = {}
@@ -170,7 +170,7 @@ class _Rewriter:
 
     def _post(self, t):
         cls = type(t)
-        if cls is Let and t.name in self.lams:
+        if cls is Let and t.name in self.lams and not self.names[t.name]:
             return t.body  # every use inlined: the lambda is not needed
         if cls is App and self.lambdas:
             fn = t.fn
@@ -182,6 +182,8 @@ class _Rewriter:
                 return t
             if self.added >= BUDGET and type(fn) is Var:
                 return t
+            if type(fn) is Var:
+                self.names[fn.name] -= 1
             self.added += _size(lam.body)
             if type(t.arg) is Var and not _binds(lam.body, t.arg.name):
                 return _rename(lam.body, lam.name, t.arg)

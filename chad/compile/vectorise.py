@@ -18,7 +18,11 @@ rules:
 * a nested `build m (\\j -> ...)` or `map` (m unbatched) opens the next axis;
   `sum` of it reduces that axis (np.sum); a nested build as the region's result
   is a 2-D block, returned as the tuple of its rows;
-* a `let` binds batched or unbatched values alike.
+* a `let` binds batched or unbatched values alike;
+* a comparison is a numpy bool array; `not`, `&&`, `||` np.logical_*; integer
+  `+`, `*`, negation exact (`_viadd`, ...: int64 where it cannot wrap, else
+  Python ints); `if c then a else b` with numeric branches that cannot fail
+  (`safe`) is np.where (both branches computed).
 
 Anything else makes the body *not batchable* (`NotBatchable`), and the node is
 compiled as before: its evaluation rule runs a per-element loop over the
