@@ -81,6 +81,17 @@ def expand_call(t: Call, d):
     return out
 
 
+def rewrites_lambdas(prog) -> bool:
+    """Whether the compiled derivatives of prog see a rewritten program (a
+    lambda inlined). Their gradients are then the interpreter's up to the order
+    of some additions: CHAD sums the cotangents a closure's body gives its
+    captured variables in the closure's cotangent before adding them to the
+    variables; inlined, the body adds them to the variables directly (within
+    1e-12 relative; docs/compiler.md, "Vectorisation")."""
+    return any(prepare_body(d.body, [p.name for p in d.params]) is not d.body
+               for d in prog.defs)
+
+
 def prepare_body(body, params, calls: dict | None = None):
     """body (a checked def body in the context of `params`) with the rewrites of
     the module doc; body itself when none applies."""
