@@ -252,3 +252,13 @@ def test_a_deep_program_of_lambda_applications_and_calls():
     value, (dx,) = chad.grad(text)(2.0)
     assert value == 4.0 + 0.5 * (n - 1) and dx == 2.0
     assert chad.primal(text)(2.0) == value
+
+
+def test_an_array_of_comparisons_is_not_a_number_array():
+    """A comparison is batched as a numpy bool array, but an array of Bools is
+    the evaluator's tuple of injections: such a build keeps its loop."""
+    text = "def f(n : Z, c : Z) : Array Bool = build n (\\i -> i < c || i == 4)"
+    assert _comments(_source(text, "primal")) == [
+        "# build: per-element loop (the elements are not numbers)"]
+    for n in (0, 3, 6):
+        assert chad.primal(text)(n, 2) == chad.primal(text, backend="interp")(n, 2)
