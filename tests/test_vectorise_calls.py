@@ -177,9 +177,10 @@ def test_the_stencil_against_central_differences():
 INTS = ("def f(n : Z, k : Z) : Array R = "
         "build n (\\i -> if i * k > 5 && not (i == 3) then toreal (i * k + k) else toreal (0 - i * k))")
 INTS_Z = "def f(n : Z, k : Z) : Array Z = build n (\\i -> if i < 2 || i >= n - 1 then i * k else 0 - i)"
+INTS_W = "def f(n : Z, k : Z) : Array R = build n (\\i -> toreal (if i < 2 then i else k))"
 
 
-@pytest.mark.parametrize("text", [INTS, INTS_Z])
+@pytest.mark.parametrize("text", [INTS, INTS_Z, INTS_W])
 def test_integer_arithmetic_is_exact(text):
     """Batched integer arithmetic never wraps: operands near and beyond int64's
     range give the interpreter's (Python's) integers."""

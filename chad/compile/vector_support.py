@@ -93,6 +93,15 @@ def vimul(x, y):
     return np.multiply(_exact(x), _exact(y))
 
 
+def vwhere(c, a, b):
+    """`if c then a else b` for a batched Bool c: np.where; integers beyond
+    int64 (an unbatched Python int) as Python ints."""
+    try:
+        return np.where(c, a, b)
+    except OverflowError:
+        return np.where(c, _exact(np.asarray(a, dtype=object)), _exact(np.asarray(b, dtype=object)))
+
+
 def vineg(x):
     """-x on Z, batched."""
     if _ibound(x) < _I64:
@@ -171,7 +180,7 @@ def vrows(x, n: int, m: int, rank: int, dtype):
 HELPERS = {"_np": np, "_vindex": vindex, "_vtake": vtake, "_vgather": vgather,
            "_vtake2": vtake2, "_vsum": vsum, "_vout": vout, "_vrows": vrows,
            "_f64": np.float64, "_i64": np.int64, "_ndarray": np.ndarray,
-           "_viadd": viadd, "_vimul": vimul, "_vineg": vineg}
+           "_viadd": viadd, "_vimul": vimul, "_vineg": vineg, "_vwhere": vwhere}
 
 
 # ----------------------------------------------------------------- reverse passes

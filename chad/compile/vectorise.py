@@ -303,7 +303,8 @@ class Batcher:
         elem = kinds[0] if kinds else elem_kind(getattr(t, "ty", None))
         if elem not in ("R", "Z"):
             raise NotBatchable("a case whose result is not a number")
-        expr = self.gen.atom(f"_np.where({c}, {self.numbers(a)}, {self.numbers(b)})")
+        where = "_np.where" if elem == "R" else "_vwhere"  # Z: exact beyond int64
+        expr = self.gen.atom(f"{where}({c}, {self.numbers(a)}, {self.numbers(b)})")
         return BVal("num", expr, self.dims(a, b) | self._dims_of(t.scrut), elem=elem,
                     fresh=True)
 
