@@ -60,6 +60,8 @@ def _loop(b: Batcher, t, size: str, name: str, var) -> BVal:
                 raise NotBatchable("arrays nested three deep")
         elem = body.elem if isinstance(body, BVal) and body.kind == "arr" \
             else _result_elem(t, body)
+        if elem not in ("R", "Z"):  # a Bool (a comparison): an array of Inj values
+            raise NotBatchable("the elements are not numbers")
         dims = body.dims - {axis} if isinstance(body, BVal) else frozenset()
         return BVal("arr", dims=dims, axis=axis, elem=elem, size=size, inner=body)
     finally:

@@ -30,6 +30,8 @@ import threading
 import types
 from collections import OrderedDict
 
+import attrs
+
 from chad.deep import in_deep_work, run_shallow
 from chad.errors import ChadError, UsageError
 from chad.runtime.registry import make_evm
@@ -40,6 +42,7 @@ from chad.transform.registry import CTG, get_transform
 from .codegen import CompileError, Gen
 from .inline import inline
 from .memory import keep_freed_memory
+from .source import prepare_body, small_defs
 from .support import FastArrayEVM
 
 FORWARD = "fwd$0"   # the forward pair in the gradient and backward terms
@@ -128,13 +131,13 @@ def evm_for(runtime: str):
 
 
 def _generate(prog: Program, params: list[str], term, runtime: str, simplify: bool,
-              label: str, evm=None, fast_math: bool = False) -> Module:
+              label: str, evm=None, fast_math: bool = False, defs: dict | None = None) -> Module:
     """Generate and compile the module of `term` (already simplified when
     `simplify`; the bodies of the defs it calls are simplified here); with
     `fast_math`, its entry runs with_fast_math."""
     gen = Gen(inline=(runtime in INLINED), prepare=_prepare(simplify), vectorise=_vectorise[0],
               fork=(runtime == "parallel"))
-    gen.defs = {d.name: d for d in prog.defs}
+    gen.defs = defs if defs is not None else {d.name: d for d in prog.defs}
     gen.ns["_E"] = evm if evm is not None else evm_for(runtime)
     try:
         entry = gen.function(params, term, "entry", prepared=True)
@@ -235,9 +238,10 @@ def _key(prog: Program, d: Def, *rest):
     # a program given as text is parsed anew by each API call: its source and
     # file identify it; a Program built in Python is identified by the object
     rest = rest + (_vectorise[0],)
+    name = None if d is None else d.name
     if prog.source is not None:
-        return (prog.source, prog.file, d.name) + rest
-    return (_Same(prog), d.name) + rest
+        return (prog.source, prog.file, name) + rest
+    return (_Same(prog), name) + rest
 
 
 _vectorise = [True]
@@ -261,22 +265,50 @@ class vectorising:
         _vectorise[0] = self.old
 
 
-def _defs(prog: Program) -> dict | None:
+def _defs(prog: Program, simplify: bool = True) -> dict | None:
     """The defs a derivative may call (for inlining), or None when no def calls
     another: then no term of the program's derivatives has a call to inline, and
     the pass over the (large) target term is skipped."""
     if not any(type(n) is Call for d in prog.defs for n in subterms(d.body)):
         return None
-    return {d.name: d for d in prog.defs}
+    return _source(prog, False, simplify)
+
+
+def _rewrites(transform: str, simplify: bool) -> bool:
+    """Whether a derivative's def bodies get the source rewrites: when simplified,
+    for every transform but the naive one (the first-order language only: a
+    program with a lambda stays an error there, as on the interpreter)."""
+    return simplify and transform != "naive"
+
+
+def _source(prog: Program, calls: bool, simplify: bool = True) -> dict:
+    """The program's defs by name, each body with the source rewrites of
+    chad/compile/source.py (with `calls`, the primal path's: small defs' calls
+    inlined too); unsimplified compilation keeps the defs as they are. A def
+    nothing applies to is itself. Cached per program."""
+    if not simplify:
+        return {d.name: d for d in prog.defs}
+
+    def build():
+        small = small_defs(prog.defs) if calls else None
+        out = {}
+        for d in prog.defs:
+            mine = small and {k: v for k, v in small.items() if k != d.name}
+            body = run_shallow(prepare_body, d.body, [p.name for p in d.params], mine)
+            out[d.name] = d if body is d.body else attrs.evolve(d, body=body)
+        return out
+    return _lru(_terms, _key(prog, None, "source", calls), build)
 
 
 def primal_module(prog: Program, d: Def, simplify: bool = True) -> Module:
     """The def's body as a function of its parameters."""
 
     def build():
-        body = _term(_key(prog, d, "primal body", simplify), lambda: d.body, simplify)
+        defs = _source(prog, True, simplify)
+        body = _term(_key(prog, d, "primal body", simplify), lambda: defs[d.name].body,
+                     simplify)
         return run_shallow(_generate, prog, [p.name for p in d.params], body, "array",
-                        simplify, f"{d.name}", None, _first_order(d))
+                        simplify, f"{d.name}", None, _first_order(d), defs)
     return _cached(_key(prog, d, "primal", simplify), build)
 
 
@@ -286,16 +318,19 @@ def gradient_module(prog: Program, d: Def, transform: str = "efficient",
     spec = get_transform(transform)
 
 
+    rw = _rewrites(transform, simplify)
+
     def term():
-        fwd = spec.forward_term(d)
-        return Let(FORWARD, fwd, Pair(Fst(Var(FORWARD)), spec.backward_term(d, FORWARD)))
+        sd = _source(prog, False, rw)[d.name]
+        fwd = spec.forward_term(sd)
+        return Let(FORWARD, fwd, Pair(Fst(Var(FORWARD)), spec.backward_term(sd, FORWARD)))
 
     def build():
         t = _term(_key(prog, d, "grad term", transform, simplify), term, simplify,
-                  _defs(prog))
+                  _defs(prog, rw))
         return run_shallow(_generate, prog, [p.name for p in d.params] + [CTG], t, runtime,
                         simplify, f"gradient of {d.name} ({transform})", None,
-                        runtime in INLINED and _first_order(d))
+                        runtime in INLINED and _first_order(d), _source(prog, False, rw))
     return _cached(_key(prog, d, "grad", transform, runtime, simplify), build)
 
 
@@ -308,14 +343,18 @@ def vjp_modules(prog: Program, d: Def, transform: str = "efficient",
 
     def build():
         evm = evm_for(runtime)  # one EVM: the backward pass runs the forward's actions
+        rw = _rewrites(transform, simplify)
+        defs = _source(prog, False, rw)
+        sd = defs[d.name]
         fwd = _term(_key(prog, d, "forward term", transform, simplify),
-                    lambda: spec.forward_term(d), simplify, _defs(prog))
+                    lambda: spec.forward_term(sd), simplify, _defs(prog, rw))
         forward = run_shallow(_generate, prog, [p.name for p in d.params], fwd, runtime,
-                           simplify, f"forward pass of {d.name} ({transform})", evm)
+                           simplify, f"forward pass of {d.name} ({transform})", evm,
+                           False, defs)
         back = _term(_key(prog, d, "backward term", transform, simplify),
-                     lambda: spec.backward_term(d, FORWARD), simplify)
+                     lambda: spec.backward_term(sd, FORWARD), simplify)
         backward = run_shallow(_generate, prog, [FORWARD, CTG], back, runtime, simplify,
-                            f"backward pass of {d.name} ({transform})", evm)
+                            f"backward pass of {d.name} ({transform})", evm, False, defs)
         return forward, backward
     return _cached(_key(prog, d, "vjp", transform, runtime, simplify), build)
 
@@ -329,8 +368,10 @@ def jvp_module(prog: Program, d: Def, simplify: bool = True, order: int = 1) -> 
 
 
     def build():
+        defs = _source(prog, False, simplify)
         t = _term(_key(prog, d, "jvp term", order, simplify),
-                  lambda: forward_def(d, order), simplify, _defs(prog))
+                  lambda: forward_def(defs[d.name], order), simplify, _defs(prog, simplify))
         params = tangent_names([p.name for p in d.params], order)
-        return run_shallow(_generate, prog, params, t, "array", simplify, f"jvp of {d.name}")
+        return run_shallow(_generate, prog, params, t, "array", simplify, f"jvp of {d.name}",
+                           None, False, defs)
     return _cached(_key(prog, d, "jvp", order, simplify), build)

@@ -9,12 +9,19 @@ has the call's meaning; names may repeat (the simplifier renames binders apart
 first). Bounded: a body larger than MAX_BODY nodes is not inlined, nor anything
 once BUDGET nodes have been added to a term, so nested calls cannot blow up.
 Step counts are unaffected: the counting evaluator never sees these terms.
+
+A call of a def's *primal* in a target term (a `Call`: e.g. the index
+expression `clamp(i - 1, n)` of a gather, which the forward pass evaluates in a
+build of its own) is expanded the same way when the def is small and calls no
+def (chad/compile/source.py `small_defs`), so that build can be batched.
 """
 
 from __future__ import annotations
 
 from chad import tables
-from chad.terms import children, rebuild, subterms
+from chad.terms import Call, children, rebuild, subterms
+
+from .source import expand_call, small_defs
 
 MAX_BODY = 4000
 BUDGET = 60_000
@@ -25,6 +32,7 @@ class _Inliner:
         self.defs = defs
         self.added = 0
         self.sizes: dict[int, int] = {}
+        self.small = small_defs(defs.values())
 
     def size(self, t) -> int:
         n = self.sizes.get(id(t))
@@ -38,6 +46,11 @@ class _Inliner:
         being done: a deep term needs no deep Python stack."""
         stack: list = []  # (node, its children, the children done)
         while True:
+            if type(t) is Call and t.name in self.small and self.added < BUDGET:
+                d = self.small[t.name]
+                self.added += self.size(d.body)
+                t = expand_call(t, d)
+                continue
             expand = tables.INLINE.get(type(t))
             if expand is not None and self.added < BUDGET:
                 new = expand(t, self.defs, self)
@@ -64,6 +77,4 @@ class _Inliner:
 
 def inline(term, defs: dict):
     """term with the declared expansions made."""
-    if not tables.INLINE:
-        return term
     return _Inliner(defs)(term)

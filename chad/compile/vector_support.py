@@ -57,7 +57,77 @@ def vgather(a, idx):
     idx = np.asarray(idx)
     if idx.size and (int(idx.min()) < 0 or int(idx.max()) >= len(a)):
         raise IndexError("an index out of range")
+    if idx.dtype == object:  # exact integers (vint), in range: int64 now
+        idx = idx.astype(np.int64)
     return a[idx]
+
+
+# Integer arithmetic on batched values: the language's integers do not wrap,
+# numpy's int64 do. Where the operands' magnitudes guarantee an int64 result
+# (one reduction per operand), the int64 operation; otherwise the operation on
+# arrays of Python ints (dtype object), exact as the evaluator's. Comparisons,
+# np.where, gathers and toreal read either kind.
+
+_I64 = 2 ** 63
+
+
+def _ibound(x) -> int:
+    """The largest magnitude in x (an int64 or object array, or an integer)."""
+    if isinstance(x, np.ndarray):
+        if not x.size:
+            return 0
+        return max(abs(int(x.max())), abs(int(x.min())))
+    return abs(int(x))
+
+
+def _exact(x):
+    return x.astype(object) if isinstance(x, np.ndarray) and x.dtype != object else x
+
+
+def viadd(x, y):
+    """x + y on Z, batched (module note above)."""
+    if _ibound(x) + _ibound(y) < _I64:
+        return np.add(x, y)
+    return np.add(_exact(x), _exact(y))
+
+
+def vimul(x, y):
+    """x * y on Z, batched."""
+    if _ibound(x) * _ibound(y) < _I64:
+        return np.multiply(x, y)
+    return np.multiply(_exact(x), _exact(y))
+
+
+def vwhere(c, a, b):
+    """`if c then a else b` for a batched Bool c: np.where where both branches'
+    integers fit int64; else on Python ints (np.where turns a Python int
+    between 2**63 and 2**64 into uint64, without an error, and raises beyond)."""
+    if _fits(a) and _fits(b):
+        return np.where(c, a, b)
+    return np.where(c, _objects(a), _objects(b))
+
+
+def _fits(x) -> bool:
+    """x (a real, or an integer or array of them) needs no Python ints."""
+    if isinstance(x, np.ndarray):
+        return x.dtype != object
+    return isinstance(x, float) or -_I64 <= x < _I64
+
+
+def _objects(x):
+    """x as an array of Python ints (an integer: a 0-d one)."""
+    if isinstance(x, np.ndarray):
+        return _exact(x)
+    out = np.empty((), dtype=object)
+    out[()] = x
+    return out
+
+
+def vineg(x):
+    """-x on Z, batched."""
+    if _ibound(x) < _I64:
+        return np.negative(x)
+    return np.negative(_exact(x))
 
 
 def vtake2(rows, n: int, axis: int, m: int, axis2: int, rank: int):
@@ -133,7 +203,8 @@ def vrows(x, n: int, m: int, rank: int, dtype):
 HELPERS = {"_np": np, "_quiet": quiet, "_vindex": vindex, "_vtake": vtake,
            "_vgather": vgather,
            "_vtake2": vtake2, "_vsum": vsum, "_vout": vout, "_vrows": vrows,
-           "_f64": np.float64, "_i64": np.int64, "_ndarray": np.ndarray}
+           "_f64": np.float64, "_i64": np.int64, "_ndarray": np.ndarray,
+           "_viadd": viadd, "_vimul": vimul, "_vineg": vineg, "_vwhere": vwhere}
 
 
 # ----------------------------------------------------------------- reverse passes

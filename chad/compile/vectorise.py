@@ -18,7 +18,11 @@ rules:
 * a nested `build m (\\j -> ...)` or `map` (m unbatched) opens the next axis;
   `sum` of it reduces that axis (np.sum); a nested build as the region's result
   is a 2-D block, returned as the tuple of its rows;
-* a `let` binds batched or unbatched values alike.
+* a `let` binds batched or unbatched values alike;
+* a comparison is a numpy bool array; `not`, `&&`, `||` np.logical_*; integer
+  `+`, `*`, negation exact (`_viadd`, ...: int64 where it cannot wrap, else
+  Python ints); `if c then a else b` with numeric branches that cannot fail
+  (`safe`) is np.where (both branches computed).
 
 Anything else makes the body *not batchable* (`NotBatchable`), and the node is
 compiled as before: its evaluation rule runs a per-element loop over the
@@ -45,13 +49,25 @@ from __future__ import annotations
 from chad import tables
 from chad.primitives import PRIMITIVES
 from chad.terms import (
-    AddEVM, Ann, Fst, Lam, Length, Let, Pair, Prim, PureEVM, Snd, ThenEVM, Unit, Var, children,
-    free_vars,
+    AddEVM, Ann, BindEVM, Case, ScopeEVM, Fst, Inl, Inr, Lam, Length, Let, Pair, Prim, PureEVM, Snd, ThenEVM, Unit,
+    Var, children, free_vars,
 )
 from chad.types import Int, Real
 
 # primitives that may fail on some argument (an EvalError): not safe to hoist
 _FAILING = frozenset({"IDIV", "IMOD", "FLOOR"})
+
+# comparisons (on R and on Z): a batched Bool, a numpy bool array (True: inl,
+# the language's true)
+_COMPARE = {"LT": "<", "LE": "<=", "GT": ">", "GE": ">=", "EQ": "==", "NE": "!="}
+_COMPARE.update({"I" + k: v for k, v in list(_COMPARE.items())})
+_LOGIC = {"NOT": "_np.logical_not({0})", "AND": "_np.logical_and({0}, {1})",
+          "OR": "_np.logical_or({0}, {1})"}
+# integer arithmetic: exact (vector_support.viadd: int64 where it cannot wrap)
+_INTS = {"IADD": "_viadd({0}, {1})", "IMUL": "_vimul({0}, {1})", "INEG": "_vineg({0})"}
+# primitives that cannot fail whatever their arguments, though they have
+# neither an inline nor a batched form (safe to hoist)
+_TOTAL = frozenset(_COMPARE) | frozenset(_LOGIC)
 
 
 class NotBatchable(Exception):
@@ -68,7 +84,10 @@ class BVal:
     kind "rows": `src ! i` of an array of arrays src, i the loop at `axis`: only
                  indexed again by another loop variable.
     kind "arr":  an array built in the region along the loop at `axis` (size
-                 `size`), its elements `inner` (a BVal or an unbatched atom)."""
+                 `size`), its elements `inner` (a BVal or an unbatched atom).
+    kind "pair": the result of `scope` in a batched action: inner is (the
+                 elements' final cells, a "num" BVal; None, the action's result
+                 not being read)."""
 
     __slots__ = ("kind", "expr", "dims", "axis", "elem", "fresh", "src", "size", "inner")
 
@@ -123,10 +142,11 @@ def safe(t) -> bool:
                 continue
             p = PRIMITIVES.get(node.op)
             if p is None or node.op in _FAILING or (p.inline is None and p.batched is None
-                                                    and node.op not in ("SUM", "ISUM")):
+                                                    and node.op not in ("SUM", "ISUM")
+                                                    and node.op not in _TOTAL):
                 return False
             stack.append(node.arg)
-        elif cls in (Var, Unit, Ann, Let, Pair, Fst, Snd, Length):
+        elif cls in (Var, Unit, Ann, Let, Pair, Fst, Snd, Length, Case, Inl, Inr):
             stack.extend(children(node))
         else:
             return False
@@ -206,6 +226,16 @@ class Batcher:
                 self.unbind(saved)
         if cls is Prim:
             return self._prim(t)
+        if cls is Case:
+            return self._case(t)
+        if cls is Fst or cls is Snd:
+            v = self.value(t.expr)
+            if isinstance(v, BVal) and v.kind == "pair":
+                part = v.inner[0 if cls is Fst else 1]
+                if part is None:
+                    raise NotBatchable("the result of a scoped action")
+                return part
+            raise NotBatchable(f"no batching rule for {cls.__name__}")
         rule = tables.BATCH.get(cls)
         if rule is None:
             raise NotBatchable(f"no batching rule for {cls.__name__}")
@@ -237,8 +267,59 @@ class Batcher:
                 out |= v.dims
         return out
 
+    def bools(self, v) -> str:
+        """An operand of a numpy boolean expression: a batched Bool, or an
+        unbatched Bool value (true: its side is 0, inl)."""
+        if isinstance(v, BVal):
+            if v.kind == "num" and v.elem == "B":
+                return v.expr
+            raise NotBatchable(f"a {v.kind} where a Bool is expected")
+        return f"({v}.side == 0)"
+
+    def _case(self, t: Case):
+        """`if c then a else b` (a case on a Bool whose branches do not read
+        their binders) as np.where(c, a, b): both branches are computed for
+        every element, so both must be unable to fail (`safe`: no index, no
+        division on Z); the result a number."""
+        if t.lname in free_vars(t.lbody) or t.rname in free_vars(t.rbody):
+            raise NotBatchable("a case reading what it matched")
+        if not (safe(t.lbody) and safe(t.rbody)):
+            raise NotBatchable("a branch of a case that might fail")
+        c = self.bools(self.value(t.scrut))
+        saved = [self.bind(t.lname, "()")]
+        try:
+            a = self.value(t.lbody)
+        finally:
+            self.unbind(saved.pop())
+        saved = [self.bind(t.rname, "()")]
+        try:
+            b = self.value(t.rbody)
+        finally:
+            self.unbind(saved.pop())
+        kinds = [v.elem for v in (a, b) if isinstance(v, BVal)]
+        for v in (a, b):
+            if isinstance(v, BVal) and v.kind not in ("num", "idx"):
+                raise NotBatchable("a case whose result is not a number")
+        elem = kinds[0] if kinds else elem_kind(getattr(t, "ty", None))
+        if elem not in ("R", "Z"):
+            raise NotBatchable("a case whose result is not a number")
+        where = "_np.where" if elem == "R" else "_vwhere"  # Z: exact beyond int64
+        expr = self.gen.atom(f"{where}({c}, {self.numbers(a)}, {self.numbers(b)})")
+        return BVal("num", expr, self.dims(a, b) | self._dims_of(t.scrut), elem=elem,
+                    fresh=True)
+
+    def _dims_of(self, t) -> frozenset:
+        out: frozenset = frozenset()
+        for x in free_vars(t):
+            v = self.bound.get(x)
+            if v is not None:
+                out |= v.dims
+        return out
+
     def _prim(self, t: Prim):
         op = t.op
+        if op in _COMPARE or op in _LOGIC or op in _INTS:
+            return self._discrete(t)
         if op == "SUM":
             a = self.value(t.arg)
             if not (isinstance(a, BVal) and a.kind == "arr"):
@@ -262,7 +343,37 @@ class Batcher:
             expr = template.format(self.numbers(a))
             dims = self.dims(a)
         # a conversion may hand back its operand itself: not a fresh array
-        return BVal("num", self.gen.atom(expr), dims, fresh=not template.startswith("_np.asarray"))
+        return BVal("num", self.gen.atom(expr), dims,
+                    fresh=not template.startswith("_np.asarray"), elem=_res_elem(p))
+
+    def _discrete(self, t: Prim):
+        """Comparisons (a batched Bool), not / and / or on Bools (both operands
+        evaluated, as the evaluator's) and exact integer arithmetic."""
+        op = t.op
+        binary = op not in ("NOT", "INEG")
+        if binary:
+            if type(t.arg) is not Pair:
+                raise NotBatchable(f"{op} of a pair value")
+            vals = [self.value(t.arg.left), self.value(t.arg.right)]
+        else:
+            vals = [self.value(t.arg)]
+        if op in _LOGIC:
+            expr, elem = _LOGIC[op].format(*(self.bools(v) for v in vals)), "B"
+        else:
+            for v in vals:
+                if isinstance(v, BVal) and v.kind == "num" and v.elem == "B":
+                    raise NotBatchable(f"{op} of a Bool")
+            ops = [self.numbers(v) for v in vals]
+            if op in _COMPARE:
+                expr, elem = f"({ops[0]} {_COMPARE[op]} {ops[1]})", "B"
+            else:
+                expr, elem = _INTS[op].format(*ops), "Z"
+        return BVal("num", self.gen.atom(expr), self.dims(*vals), fresh=True, elem=elem)
+
+
+def _res_elem(p) -> str:
+    """The element kind of a batched primitive's result ("R" unless it is Z)."""
+    return "Z" if isinstance(p.res, Int) else "R"
 
 
 def vectorise_loop(gen, t, make) -> str | None:
@@ -344,7 +455,8 @@ def materialise(b: Batcher, arr, t) -> str:
 def execute_batched(b: Batcher, t, cells: str, base: str) -> None:
     """Emit the action t run by every element of the region (rank 1): its adds
     as `_vadd` on the list `cells` (levels from `base` on per element). Only
-    lets, `>>`, adds of reals and `pure` are batched."""
+    lets, `>>`, adds of reals, `pure` and the scope of a let (`scope r m >>=
+    k`, r a real) are batched."""
     cls = type(t)
     if cls is ThenEVM:
         execute_batched(b, t.first, cells, base)
@@ -357,6 +469,25 @@ def execute_batched(b: Batcher, t, cells: str, base: str) -> None:
             b.unbind(saved)
     elif cls is Ann:
         execute_batched(b, t.expr, cells, base)
+    elif cls is BindEVM and type(t.m) is ScopeEVM and type(t.k) is Lam:
+        # `scope init m >>= \p -> k`: CHAD's let (the let-bound variable's
+        # cotangent cell): one per-element cell, an array of n reals from init
+        # (as the evaluator's cell starts at init), popped after m; p's first
+        # component the array of its final values
+        if not _real_literal(t.m.init):
+            raise NotBatchable("a scope whose cell is not a real")
+        init = b.gen.atom(b.gen.value(t.m.init))
+        n = b.sizes[0]
+        b.gen.emit(f"{cells}.append(_np.full({n}, {init}, dtype=_f64))")
+        execute_batched(b, t.m.m, cells, base)
+        final = b.gen.fresh("v")
+        b.gen.emit(f"{final} = {cells}.pop()")
+        saved = b.bind(t.k.name, BVal("pair", dims={0}, inner=(
+            BVal("num", final, {0}, elem="R"), None)))
+        try:
+            execute_batched(b, t.k.body, cells, base)
+        finally:
+            b.unbind(saved)
     elif cls is AddEVM:
         if not isinstance(t.level, int) or isinstance(t.level, bool) or t.level < 0:
             raise NotBatchable("an add at a level that is not a natural number")
@@ -386,8 +517,6 @@ def back_function(b: Batcher, lam: Lam) -> tuple[str, list[str]]:
     region of b (rank 1): a new top-level function of its captured values, d,
     the cells, base and n; returns its name and the atoms it captures. Its lines
     are added to the module only by `commit` (after the whole node batched)."""
-    from chad.compile.codegen import Block  # the generator's (it does not import this module)
-
     gen = b.gen
     free = [x for x in free_vars(lam)]
     caps: list[tuple[str, object]] = []
@@ -402,7 +531,7 @@ def back_function(b: Batcher, lam: Lam) -> tuple[str, list[str]]:
         else:
             raise NotBatchable(f"unbound {type(lam).__name__}")
     saved = (gen.block, gen.indent, dict(gen.env), gen.cells, gen.pairs, gen.proj, gen.proj_log)
-    block = Block()
+    block = type(gen.block)()  # a new function's lines (codegen's Block; no import of it)
     name = gen.fresh("vb")
     params = [gen.fresh("c") for _ in caps]
     d, cells, base, n = gen.fresh("p"), gen.fresh("cells"), gen.fresh("p"), gen.fresh("p")
