@@ -44,14 +44,10 @@ from __future__ import annotations
 
 from chad import tables
 from chad.primitives import PRIMITIVES
-from chad.terms import (
-    AddEVM, Ann, Fst, Lam, Length, Let, Pair, Prim, PureEVM, Snd, ThenEVM, Unit, Var, children,
-    free_vars,
-)
+from chad.terms import AddEVM, Ann, Lam, Let, Pair, Prim, PureEVM, ThenEVM, Var, children, free_vars
 from chad.types import Int, Real
 
-# primitives that may fail on some argument (an EvalError): not safe to hoist
-_FAILING = frozenset({"IDIV", "IMOD", "FLOOR"})
+from .failing import safe  # vectorised regions hoist only what cannot fail
 
 
 class NotBatchable(Exception):
@@ -110,27 +106,6 @@ def nesting(t) -> int:
 
 # node classes that open a loop axis (filled by the arrays extension: Build, MapA)
 LOOP_NODES: set[type] = set()
-
-
-def safe(t) -> bool:
-    """t cannot fail: it may be computed once for a loop that might run zero times."""
-    stack = [t]
-    while stack:
-        node = stack.pop()
-        cls = type(node)
-        if cls is Prim:
-            if node.op in ("LIT", "ILIT"):
-                continue
-            p = PRIMITIVES.get(node.op)
-            if p is None or node.op in _FAILING or (p.inline is None and p.batched is None
-                                                    and node.op not in ("SUM", "ISUM")):
-                return False
-            stack.append(node.arg)
-        elif cls in (Var, Unit, Ann, Let, Pair, Fst, Snd, Length):
-            stack.extend(children(node))
-        else:
-            return False
-    return True
 
 
 class Batcher:
