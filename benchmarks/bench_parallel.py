@@ -19,7 +19,8 @@ threads can gain at the load of the moment. Results: benchmarks/out/parallel.md.
 
 The whole run is made twice: in this process, with the C library's malloc as
 configured, and in a child process whose glibc malloc keeps freed memory
-(TUNED_MALLOC): numpy allocates its temporaries afresh for every operation,
+(TUNED_MALLOC; and numpy asks for no transparent huge pages): numpy
+allocates its temporaries afresh for every operation,
 and on this kind of machine the page faults of fresh memory (and the unmapping
 of freed blocks, which every thread of the process must take part in) can
 cost more than the arithmetic; both runtimes run under the same setting.
@@ -118,9 +119,11 @@ def _ms(xs) -> str:
 
 # glibc's malloc told to keep freed memory for reuse (one arena for all
 # threads, no mmap/munmap of large blocks, no trimming): numpy's temporaries of
-# 0.8 to 32 MB then cost no page faults after the first call
+# 0.8 to 32 MB then cost no page faults after the first call; and numpy not
+# asking for transparent huge pages (whose faults may compact memory first)
 TUNED_MALLOC = {"MALLOC_ARENA_MAX": "1", "MALLOC_MMAP_THRESHOLD_": str(1 << 30),
-                "MALLOC_TRIM_THRESHOLD_": str(1 << 32), "MALLOC_TOP_PAD_": str(1 << 27)}
+                "MALLOC_TRIM_THRESHOLD_": str(1 << 32), "MALLOC_TOP_PAD_": str(1 << 27),
+                "NUMPY_MADVISE_HUGEPAGE": "0"}
 
 
 def _cpu_ticks():
@@ -176,7 +179,7 @@ def main(argv: list[str] | None = None) -> None:
     print("default malloc:")
     sections = [("glibc malloc as configured by default", run(sizes, quick))]
     if "--no-tuned" not in argv:
-        print("malloc keeping freed memory (a child process):", flush=True)
+        print("malloc keeping freed memory, no huge pages (a child process):", flush=True)
         env = dict(os.environ, **TUNED_MALLOC)
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
         out = subprocess.run([sys.executable, "-m", "benchmarks.bench_parallel", "--child"]
@@ -185,7 +188,7 @@ def main(argv: list[str] | None = None) -> None:
         lines = out.strip().splitlines()
         for line in lines[:-1]:
             print(line)
-        sections.append(("glibc malloc keeping freed memory: "
+        sections.append(("glibc malloc keeping freed memory, numpy without huge pages: "
                          + ", ".join(f"{k}={v}" for k, v in TUNED_MALLOC.items()),
                          json.loads(lines[-1])))
     write(sections)

@@ -31,7 +31,7 @@ from __future__ import annotations
 from chad import tables
 from chad.terms import Build, Call, Fold, Iter, Let, MapA, Prim, Scan, ThenEVM, children, free_vars
 
-from .vectorise import safe
+from .failing import safe
 
 # extension nodes with a loop over an array, by name: chad/compile does not
 # import the extensions (their vectorised ones are found in tables.VECTORISE)
@@ -85,7 +85,7 @@ def _size_expr(gen, t) -> str:
 def let_group(gen, t: Let) -> list | None:
     """The run of lets from t whose heavy right-hand sides (at least two) are
     independent of each other, or None. Light lets may come between them if they
-    cannot fail (`vectorise.safe`: `length b`, arithmetic) and read no variable
+    cannot fail (chad/compile/failing.py: `length b`, arithmetic) and read no variable
     of the run's heavy lets: they are computed first (a pure value that cannot
     fail may move), and a heavy one may read them. No let of the run rebinds a
     name read by an earlier one."""

@@ -49,13 +49,12 @@ from __future__ import annotations
 from chad import tables
 from chad.primitives import PRIMITIVES
 from chad.terms import (
-    AddEVM, Ann, BindEVM, Case, ScopeEVM, Fst, Inl, Inr, Lam, Length, Let, Pair, Prim, PureEVM, Snd, ThenEVM, Unit,
-    Var, children, free_vars,
+    AddEVM, Ann, BindEVM, Case, Fst, Lam, Let, Pair, Prim, PureEVM, ScopeEVM, Snd, ThenEVM, Var,
+    children, free_vars,
 )
 from chad.types import Int, Real
 
-# primitives that may fail on some argument (an EvalError): not safe to hoist
-_FAILING = frozenset({"IDIV", "IMOD", "FLOOR"})
+from .failing import TOTAL, safe  # vectorised regions hoist only what cannot fail
 
 # comparisons (on R and on Z): a batched Bool, a numpy bool array (True: inl,
 # the language's true)
@@ -65,9 +64,8 @@ _LOGIC = {"NOT": "_np.logical_not({0})", "AND": "_np.logical_and({0}, {1})",
           "OR": "_np.logical_or({0}, {1})"}
 # integer arithmetic: exact (vector_support.viadd: int64 where it cannot wrap)
 _INTS = {"IADD": "_viadd({0}, {1})", "IMUL": "_vimul({0}, {1})", "INEG": "_vineg({0})"}
-# primitives that cannot fail whatever their arguments, though they have
-# neither an inline nor a batched form (safe to hoist)
-_TOTAL = frozenset(_COMPARE) | frozenset(_LOGIC)
+# (chad/compile/failing.py lists them among the primitives that cannot fail)
+assert frozenset(_COMPARE) | frozenset(_LOGIC) <= TOTAL
 
 
 class NotBatchable(Exception):
@@ -129,28 +127,6 @@ def nesting(t) -> int:
 
 # node classes that open a loop axis (filled by the arrays extension: Build, MapA)
 LOOP_NODES: set[type] = set()
-
-
-def safe(t) -> bool:
-    """t cannot fail: it may be computed once for a loop that might run zero times."""
-    stack = [t]
-    while stack:
-        node = stack.pop()
-        cls = type(node)
-        if cls is Prim:
-            if node.op in ("LIT", "ILIT"):
-                continue
-            p = PRIMITIVES.get(node.op)
-            if p is None or node.op in _FAILING or (p.inline is None and p.batched is None
-                                                    and node.op not in ("SUM", "ISUM")
-                                                    and node.op not in _TOTAL):
-                return False
-            stack.append(node.arg)
-        elif cls in (Var, Unit, Ann, Let, Pair, Fst, Snd, Length, Case, Inl, Inr):
-            stack.extend(children(node))
-        else:
-            return False
-    return True
 
 
 class Batcher:
