@@ -299,3 +299,30 @@ def test_the_allocator_setting_and_its_opt_out():
     glibc = platform.libc_ver()[0] == "glibc"
     assert _memory_setting(None) == [str(glibc)] * 2
     assert _memory_setting("system") == ["False", "False"]
+
+
+REPEATED = ("def f(c : R, xs : Array R) : R = "
+            "sum (map (\\x -> (x * c) * (x * c) + tanh (x * c) * tanh (x * c) + x * c) xs)")
+
+
+@pytest.mark.parametrize("evm", ["array", "parallel"])
+def test_a_repeated_expression_is_computed_once_and_never_changed_by_an_add(evm):
+    """The batched region computes `x * c` and `tanh (x * c)` once (vectorise.py,
+    Batcher._cse); a value an add takes over in place is not served again, so
+    the gradients are the interpreter's (elementwise products and sums bit for
+    bit; numpy's tanh within 1e-12)."""
+    from chad.api_core import load
+    from chad.compile import backend
+
+    prog = load(REPEATED)
+    src = backend.gradient_module(prog, prog.defs[-1], "efficient", evm).source
+    body = src[src.index("def vb"):]
+    assert body.count("_np.tanh(") == 1, body
+    rng = np.random.default_rng(2)
+    xs = rng.normal(size=11)
+    xs[3] = -0.0
+    for c in (0.7, -1.3, 0.0):
+        v, (gc, gx) = chad.grad(REPEATED, evm=evm)(c, xs)
+        iv, (igc, igx) = chad.grad(REPEATED, evm=evm, backend="interp")(c, xs)
+        np.testing.assert_allclose(gx, igx, rtol=1e-12, atol=1e-300)
+        assert abs(gc - igc) <= 1e-12 * max(1.0, abs(igc)) and abs(v - iv) <= 1e-12 * abs(iv)

@@ -140,6 +140,7 @@ class Batcher:
         self.sizes: list[str] = []
         self.bound: dict[str, BVal] = {}
         self._index: dict[int, str] = {}
+        self._cse: dict[str, str] = {}  # a batched primitive's expression -> its atom
         self.pending: list = []  # functions generated for the region (back_function)
         # atoms assumed to be Array R (untyped target terms), or None: none may be
         self.assume: list | None = None
@@ -319,7 +320,15 @@ class Batcher:
             expr = template.format(self.numbers(a))
             dims = self.dims(a)
         # a conversion may hand back its operand itself: not a fresh array
-        return BVal("num", self.gen.atom(expr), dims,
+        # the same numpy expression of the same operands computed once per region
+        # (the derivative of tanh reads tanh x twice); a value served twice is not
+        # fresh, and an add that takes a value over forgets it (execute_batched)
+        hit = self._cse.get(expr)
+        if hit is not None:
+            return BVal("num", hit, dims, fresh=False, elem=_res_elem(p))
+        atom = self._cse[expr] = self.gen.atom(expr)
+        # a conversion may hand back its operand itself: not a fresh array
+        return BVal("num", atom, dims,
                     fresh=not template.startswith("_np.asarray"), elem=_res_elem(p))
 
     def _discrete(self, t: Prim):
@@ -475,6 +484,9 @@ def execute_batched(b: Batcher, t, cells: str, base: str) -> None:
         # a value computed for this add alone (a primitive's fresh array, not a
         # let-bound name that another add may read) may become the cell's array
         adopt = type(t.val) is Prim and isinstance(v, BVal) and v.fresh
+        if adopt:  # the cell takes the array over: no later expression may reuse it
+            for key in [k for k, a in b._cse.items() if a == v.expr]:
+                del b._cse[key]
         extra = ", True" if adopt else ""
         b.gen.emit(f"_vadd({cells}, {t.level!r}, {base}, {b.numbers(v)}, {b.sizes[0]}{extra})")
     elif cls is PureEVM:
@@ -509,7 +521,14 @@ def back_function(b: Batcher, lam: Lam) -> tuple[str, list[str]]:
     saved = (gen.block, gen.indent, dict(gen.env), gen.cells, gen.pairs, gen.proj, gen.proj_log)
     block = type(gen.block)()  # a new function's lines (codegen's Block; no import of it)
     name = gen.fresh("vb")
-    params = [gen.fresh("c") for _ in caps]
+    # one parameter per distinct captured value (two names bound to one atom,
+    # as the region's shared expressions make them, are one parameter)
+    of_atom: dict[str, str] = {}
+    for _x, v in caps:
+        atom = v.expr if isinstance(v, BVal) else v
+        if atom not in of_atom:
+            of_atom[atom] = gen.fresh("c")
+    params = list(of_atom.values())
     d, cells, base, n = gen.fresh("p"), gen.fresh("cells"), gen.fresh("p"), gen.fresh("p")
     gen.block, gen.indent = block, 0
     gen.emit(f"def {name}({', '.join(params + [d, cells, base, n])}):")
@@ -519,7 +538,8 @@ def back_function(b: Batcher, lam: Lam) -> tuple[str, list[str]]:
     inner = Batcher(gen, 1)
     inner.sizes.append(n)
     try:
-        for (x, v), p in zip(caps, params):
+        for x, v in caps:
+            p = of_atom[v.expr if isinstance(v, BVal) else v]
             if isinstance(v, BVal):
                 inner.bound[x] = BVal("num", p, {0}, elem=v.elem)
             else:
@@ -536,5 +556,4 @@ def back_function(b: Batcher, lam: Lam) -> tuple[str, list[str]]:
         gen.env.clear()
         gen.env.update(env)
     b.pending.append(block)
-    atoms = [v.expr if isinstance(v, BVal) else v for _x, v in caps]
-    return name, atoms
+    return name, list(of_atom)
