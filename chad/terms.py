@@ -169,6 +169,40 @@ def map_children(t: "Term", f: Callable[["Term"], "Term"]) -> "Term":
     return rebuild(t, [f(c) for c in children(t)])
 
 
+def rewrite(t: "Term", pre: Callable[["Term"], "Term"],
+            post: Callable[["Term"], "Term"] | None = None,
+            child_done: Callable[["Term", int, "Term"], None] | None = None) -> "Term":
+    """t rewritten top-down: each node is replaced by pre(node) before its
+    children are visited (pre returns its argument when nothing changes), the
+    children are rewritten left to right, and the parent is rebuilt from them
+    and passed through post. child_done(parent, k, child) sees each rewritten
+    child as it is finished. One loop over an explicit stack of the nodes whose
+    children are being done: a deep term needs no deep Python stack."""
+    stack: list = []  # (node, its children, the children done)
+    while True:
+        t = pre(t)
+        kids = children(t)
+        if kids:
+            stack.append((t, kids, []))
+            t = kids[0]
+            continue
+        r = t
+        while stack:
+            node, kids, done = stack[-1]
+            done.append(r)
+            if child_done is not None:
+                child_done(node, len(done) - 1, r)
+            if len(done) < len(kids):
+                t = kids[len(done)]
+                break
+            stack.pop()
+            r = rebuild(node, done)
+            if post is not None:
+                r = post(r)
+        else:
+            return r
+
+
 def subterms(t: "Term") -> Iterator["Term"]:
     """Every node of t, in pre-order, left to right. Iterative: no recursion limit."""
     stack = [t]

@@ -19,7 +19,7 @@ def (chad/compile/source.py `small_defs`), so that build can be batched.
 from __future__ import annotations
 
 from chad import tables
-from chad.terms import Call, children, rebuild, subterms
+from chad.terms import Call, rewrite, subterms
 
 from .source import expand_call, small_defs
 
@@ -42,9 +42,12 @@ class _Inliner:
 
     def __call__(self, t):
         """t with its expansions made, in pre-order (an expansion is expanded
-        again). One loop over an explicit stack of the nodes whose children are
-        being done: a deep term needs no deep Python stack."""
-        stack: list = []  # (node, its children, the children done)
+        again), by chad/terms.py's `rewrite`: a loop over an explicit stack, so a
+        deep term needs no deep Python stack."""
+        return rewrite(t, self._expand)
+
+    def _expand(self, t):
+        """t's expansion, expanded again until none applies."""
         while True:
             if type(t) is Call and t.name in self.small and self.added < BUDGET:
                 d = self.small[t.name]
@@ -57,22 +60,7 @@ class _Inliner:
                 if new is not None:
                     t = new
                     continue
-            kids = children(t)
-            if kids:
-                stack.append((t, kids, []))
-                t = kids[0]
-                continue
-            r = t
-            while stack:
-                node, kids, done = stack[-1]
-                done.append(r)
-                if len(done) < len(kids):
-                    t = kids[len(done)]
-                    break
-                stack.pop()
-                r = rebuild(node, done)
-            else:
-                return r
+            return t
 
 
 def inline(term, defs: dict):

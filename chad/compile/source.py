@@ -30,7 +30,7 @@ import itertools
 
 import attrs
 
-from chad.terms import App, Call, Lam, Let, Var, children, rebuild, shape, subterms
+from chad.terms import App, Call, Lam, Let, Var, rewrite, shape, subterms
 
 SMALL_LAMBDA = 200   # a lambda used more than once is inlined up to this size
 SMALL_DEF = 400      # a def's body inlined at its calls up to this size
@@ -147,28 +147,11 @@ class _Rewriter:
         self.added = 0
 
     def go(self, t):
-        stack: list = []  # (node, its children, the children done)
-        while True:
-            t = self._pre(t)
-            kids = children(t)
-            if kids:
-                stack.append((t, kids, []))
-                t = kids[0]
-                continue
-            r = t
-            while stack:
-                node, kids, done = stack[-1]
-                done.append(r)
-                if type(node) is Let and len(done) == 1 and node.name in self.names \
-                        and type(r) is Lam:
-                    self.lams[node.name] = r  # its rewritten lambda, for the body
-                if len(done) < len(kids):
-                    t = kids[len(done)]
-                    break
-                stack.pop()
-                r = self._post(rebuild(node, done))
-            else:
-                return r
+        return rewrite(t, self._pre, self._post, self._child_done)
+
+    def _child_done(self, node, k: int, r) -> None:
+        if type(node) is Let and k == 0 and node.name in self.names and type(r) is Lam:
+            self.lams[node.name] = r  # its rewritten lambda, for the body
 
     def _pre(self, t):
         """Calls expanded before their arguments are walked (the expansion's
@@ -217,25 +200,7 @@ def _rename(t, x: str, var: Var):
     """t with the free variable x replaced by the variable `var` (x is not
     rebound in t, nor is var's name)."""
     y = var.name
-    stack: list = []
-    while True:
-        t = _reads(t, x, y, var)
-        kids = children(t)
-        if kids:
-            stack.append((t, kids, []))
-            t = kids[0]
-            continue
-        r = t
-        while stack:
-            node, kids, done = stack[-1]
-            done.append(r)
-            if len(done) < len(kids):
-                t = kids[len(done)]
-                break
-            stack.pop()
-            r = rebuild(node, done)
-        else:
-            return r
+    return rewrite(t, lambda u: _reads(u, x, y, var))
 
 
 def _reads(t, x: str, y: str, var: Var):
