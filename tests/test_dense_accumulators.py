@@ -82,8 +82,10 @@ def test_iota_is_known_while_it_lives_and_only_itself():
 def test_the_vectorised_loop_index_is_recorded():
     idx = V.vindex(5, 0, 1)
     assert is_iota(idx)
-    out = V.vout(idx, 5, 1, np.int64, False)
-    assert out is idx  # the build of i itself: no copy
+    assert V.vout(idx, 5, 1, np.int64, False, True) is idx  # in a derivative: no copy
+    out = V.vout(idx, 5, 1, np.int64, False)  # anywhere else: the caller's own array
+    assert out is not idx and out.flags.writeable and not is_iota(out)
+    assert list(out) == list(range(5))
     assert not is_iota(V.vindex(5, 0, 2))  # a rank-2 region's index is a reshaped view
 
 
@@ -326,3 +328,60 @@ def test_a_repeated_expression_is_computed_once_and_never_changed_by_an_add(evm)
         iv, (igc, igx) = chad.grad(REPEATED, evm=evm, backend="interp")(c, xs)
         np.testing.assert_allclose(gx, igx, rtol=1e-12, atol=1e-300)
         assert abs(gc - igc) <= 1e-12 * max(1.0, abs(igc)) and abs(v - iv) <= 1e-12 * abs(iv)
+
+
+def test_two_dense_arrays_are_added_in_place_into_one_only_the_bag_holds():
+    """BPlus of two dense arrays, the first free of -0.0 (0.0 + w1 is w1): the
+    sum goes into whichever array only the bag holds, else into a new one; the
+    values are the general scatter's, bit for bit."""
+    n = 6
+    w1 = np.array([0.0, 2.0, np.inf, 1.0, 0.0, 5.0])
+    w2 = np.array([-0.0, 1.0, -np.inf, np.nan, 0.0, -5.0])
+    want = _general(BPlus(BArray(w1.copy()), BArray(w2.copy())), n)
+    # neither held elsewhere: the sum is one of them, the other is not changed
+    bag = BPlus(BArray(NO_NEG_ZERO.add(w1.copy())), BArray(w2.copy()))
+    left, right = bag.left, bag.right
+    out = to_dense(bag, n, LR())
+    assert _same(out, want) and (out is right.vals or out is left.vals)
+    # both held by the caller too: a new array, neither changed
+    a, b = NO_NEG_ZERO.add(w1.copy()), w2.copy()
+    out = to_dense(BPlus(BArray(a), BArray(b)), n, LR())
+    assert _same(out, want) and out is not a and out is not b
+    assert _same(a, w1) and _same(b, w2)
+    # the first may hold -0.0: never in place (0.0 + w1 is not w1 there)
+    first = np.array([-0.0, 1.0, 0.0, 0.0, 0.0, 0.0])
+    bag = BPlus(BArray(first.copy()), BArray(w2.copy()))
+    out = to_dense(bag, n, LR())
+    assert _same(out, _general(BPlus(BArray(first), BArray(w2.copy())), n))
+    assert out is not bag.left.vals and out is not bag.right.vals
+
+
+# ----------------------------------------------------------------- review findings
+
+IOTA_PRIMAL = "def f(a : Array R) : Array Z = build (length a) (\\i -> i)"
+READ_I = "def g(a : Array R) : R = sum (build (length a) (\\i -> a ! i * toreal i))"
+
+
+def test_a_build_of_its_index_is_a_new_writeable_array_for_the_caller():
+    """The recorded iota is the compiled code's own (found in review: the primal
+    handed it out, read-only and the same object each call)."""
+    f = chad.primal(IOTA_PRIMAL)
+    a = np.array([1.0, -2.0, 3.0, 0.5])
+    ref = chad.primal(IOTA_PRIMAL, backend="interp")(a)
+    r1, r2 = f(a), f(a)
+    assert ref.flags.writeable and r1.flags.writeable
+    assert r1 is not r2 and not np.shares_memory(r1, r2)
+    assert list(r1) == list(ref) and not is_iota(r1)
+    r1[0] = 7  # the caller's own array: later calls do not see it
+    value, (ga,) = chad.grad(READ_I)(a)
+    rv, (rg,) = chad.grad(READ_I, backend="interp")(a)
+    assert value == rv and _same(ga, rg)
+    assert list(f(a)) == [0, 1, 2, 3]
+
+
+def test_the_recorded_iota_cannot_be_made_writeable():
+    a = iota(9)
+    with pytest.raises(ValueError):
+        a.flags.writeable = True
+    with pytest.raises(ValueError):
+        a[0] = 5

@@ -320,6 +320,17 @@ def dense_real(bag, n: int, take: bool = False):
                 return np.add(v, 0.0)
     elif type(bag) is BPlus:
         parts = _dense_parts(bag, n)
+        if take and parts and len(parts) == 2 and parts[0] in NO_NEG_ZERO:
+            # 0.0 + w1 is w1, and w1 + w2 is w2 + w1: added into whichever of
+            # the two only the bag holds (references: the bag's slot, the list,
+            # the name, getrefcount's argument)
+            for k in (1, 0):
+                w = parts[k]
+                if (w.flags.writeable and w.flags.owndata and w.strides == (8,)
+                        and sys.getrefcount(w) <= _SOLE + 1):
+                    with quiet():
+                        np.add(w, parts[1 - k], out=w)
+                    return w
         if parts:
             # collect's pairs, scattered with bincount: each element is
             # 0.0 + w1 + w2 + ... in the bag's order (and adding the zeros

@@ -131,13 +131,15 @@ def evm_for(runtime: str):
 
 
 def _generate(prog: Program, params: list[str], term, runtime: str, simplify: bool,
-              label: str, evm=None, fast_math: bool = False, defs: dict | None = None) -> Module:
+              label: str, evm=None, fast_math: bool = False, defs: dict | None = None,
+              private: bool = False) -> Module:
     """Generate and compile the module of `term` (already simplified when
     `simplify`; the bodies of the defs it calls are simplified here); with
     `fast_math`, its entry runs with_fast_math."""
     gen = Gen(inline=(runtime in INLINED), prepare=_prepare(simplify), vectorise=_vectorise[0],
               fork=(runtime == "parallel"))
     gen.defs = defs if defs is not None else {d.name: d for d in prog.defs}
+    gen.private = private  # a derivative's module (codegen.Gen)
     gen.ns["_E"] = evm if evm is not None else evm_for(runtime)
     try:
         entry = gen.function(params, term, "entry", prepared=True)
@@ -330,7 +332,8 @@ def gradient_module(prog: Program, d: Def, transform: str = "efficient",
                   _defs(prog, rw))
         return run_shallow(_generate, prog, [p.name for p in d.params] + [CTG], t, runtime,
                         simplify, f"gradient of {d.name} ({transform})", None,
-                        runtime in INLINED and _first_order(d), _source(prog, False, rw))
+                        runtime in INLINED and _first_order(d), _source(prog, False, rw),
+                        True)
     return _cached(_key(prog, d, "grad", transform, runtime, simplify), build)
 
 
@@ -350,11 +353,12 @@ def vjp_modules(prog: Program, d: Def, transform: str = "efficient",
                     lambda: spec.forward_term(sd), simplify, _defs(prog, rw))
         forward = run_shallow(_generate, prog, [p.name for p in d.params], fwd, runtime,
                            simplify, f"forward pass of {d.name} ({transform})", evm,
-                           False, defs)
+                           False, defs, True)
         back = _term(_key(prog, d, "backward term", transform, simplify),
                      lambda: spec.backward_term(sd, FORWARD), simplify)
         backward = run_shallow(_generate, prog, [FORWARD, CTG], back, runtime, simplify,
-                            f"backward pass of {d.name} ({transform})", evm, False, defs)
+                            f"backward pass of {d.name} ({transform})", evm, False, defs,
+                            True)
         return forward, backward
     return _cached(_key(prog, d, "vjp", transform, runtime, simplify), build)
 

@@ -184,6 +184,9 @@ class Gen:
                  fork: bool = False) -> None:
         self.inline = inline
         self.fork = fork and inline
+        # a derivative's module (gradient, vjp): the index arrays it builds
+        # never reach the caller, so the recorded identity may be used as is
+        self.private = False
         self.heavy_memo: dict = {}   # parallel_codegen.heavy, by sub-term id
         self.then_seen: set = set()  # `>>` nodes parallel_codegen has looked at
         self.vectorise = vectorise  # array nodes as numpy code where batchable

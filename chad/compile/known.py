@@ -63,14 +63,18 @@ RECENT = 2
 
 
 def iota(n: int) -> np.ndarray:
-    """0..n-1 as an int64 array (read-only), recorded as an identity index
-    array; one of the last RECENT made is given again for the same n, so a
-    function called repeatedly at one size makes it once."""
+    """0..n-1 as an int64 array, recorded as an identity index array; one of
+    the last RECENT made is given again for the same n, so a function called
+    repeatedly at one size makes it once. It can never be changed: a view of a
+    read-only array, whose WRITEABLE flag numpy refuses to set (a recorded
+    array changed in place would no longer be the identity). Compiled code
+    never hands it to a caller (vector_support.vout copies it there)."""
     for a in _RECENT:
         if len(a) == n:
             return a
-    a = np.arange(n, dtype=np.int64)
-    a.flags.writeable = False
+    base = np.arange(n, dtype=np.int64)
+    base.flags.writeable = False
+    a = base[:]
     IOTA.add(a)
     _RECENT.insert(0, a)
     del _RECENT[RECENT:]

@@ -170,13 +170,16 @@ def vsum(x, n: int, axis: int, rank: int):
         return np.sum(x, axis=axis, keepdims=True)
 
 
-def vout(x, n: int, rank: int, dtype, fresh: bool):
+def vout(x, n: int, rank: int, dtype, fresh: bool, private: bool = False):
     """The Array R / Array Z of a vectorised build or map of n elements from its
     batched body x (rank `rank`, axis 0 the loop): a 1-D array owning its data
-    (never a view of an input)."""
+    (never a view of an input), but for the recorded identity in `private` code."""
     _check_size(n)
     if is_iota(x) and x.dtype == dtype and x.shape == (n,):
-        return x  # `build n (\i -> i)`: the loop index itself (chad/compile/known.py)
+        # `build n (\i -> i)`: the loop index itself (chad/compile/known.py) in a
+        # derivative's code (`private`: its index arrays never reach the
+        # caller); elsewhere a new array, which the caller may change
+        return x if private else np.arange(n, dtype=np.int64)
     x = np.asarray(x)
     if x.dtype != dtype:
         x = x.astype(dtype)
@@ -511,6 +514,7 @@ def vuntree(d, tree):
             return None
         if d != 0.0:
             out[tree.index] = d
+    NO_NEG_ZERO.add(out)  # zeros and d, which is not -0.0
 
     def act(cells):
         return out

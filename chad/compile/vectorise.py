@@ -425,7 +425,8 @@ def materialise(b: Batcher, arr, t) -> str:
     dtype = "_f64" if arr.elem == "R" else "_i64"
     fresh = isinstance(inner, BVal) and inner.fresh
     x = b.numbers(inner) if isinstance(inner, BVal) else inner
-    return b.gen.atom(f"_vout({x}, {arr.size}, {b.rank!r}, {dtype}, {fresh!r})")
+    private = getattr(b.gen, "private", False)
+    return b.gen.atom(f"_vout({x}, {arr.size}, {b.rank!r}, {dtype}, {fresh!r}, {private!r})")
 
 
 # ----------------------------------------------------------------- reverse passes
