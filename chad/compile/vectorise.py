@@ -46,6 +46,8 @@ floating-point warnings are silenced, the values being IEEE's as the evaluator's
 
 from __future__ import annotations
 
+import re
+
 from chad import tables
 from chad.primitives import PRIMITIVES
 from chad.terms import (
@@ -141,9 +143,25 @@ class Batcher:
         self.bound: dict[str, BVal] = {}
         self._index: dict[int, str] = {}
         self._cse: dict[str, str] = {}  # a batched primitive's expression -> its atom
+        # in a batched backpropagator: the forward region's values it may read
+        # (its expression in this function's names -> the forward atom), and
+        # those it does read, as extra parameters (forward atom -> parameter)
+        self.outer: dict[str, str] = {}
+        self.outer_used: dict[str, str] = {}
+        self.captured: dict[str, str] = {}  # forward atom -> parameter, captured anyway
         self.pending: list = []  # functions generated for the region (back_function)
         # atoms assumed to be Array R (untyped target terms), or None: none may be
         self.assume: list | None = None
+
+    def outer_param(self, expr: str) -> str:
+        """The parameter holding the forward region's value of expr."""
+        atom = self.outer[expr]
+        if atom in self.captured:  # already a parameter
+            return self.captured[atom]
+        param = self.outer_used.get(atom)
+        if param is None:
+            param = self.outer_used[atom] = self.gen.fresh("c")
+        return param
 
     # ------------------------------------------------------------ loops
     def open_loop(self, size: str) -> int:
@@ -324,6 +342,8 @@ class Batcher:
         # (the derivative of tanh reads tanh x twice); a value served twice is not
         # fresh, and an add that takes a value over forgets it (execute_batched)
         hit = self._cse.get(expr)
+        if hit is None and expr in self.outer:  # computed by the forward pass
+            hit = self._cse[expr] = self.outer_param(expr)
         if hit is not None:
             return BVal("num", hit, dims, fresh=False, elem=_res_elem(p))
         atom = self._cse[expr] = self.gen.atom(expr)
@@ -546,6 +566,8 @@ def back_function(b: Batcher, lam: Lam) -> tuple[str, list[str]]:
             else:
                 gen.env[x] = p
         inner.bound[lam.name] = BVal("num", d, {0}, elem="R")
+        inner.outer = _in_terms_of(b._cse, of_atom)
+        inner.captured = of_atom
         gen.emit("with _quiet():")
         gen.indent = 2
         execute_batched(inner, lam.body, cells, base)
@@ -556,5 +578,23 @@ def back_function(b: Batcher, lam: Lam) -> tuple[str, list[str]]:
         (gen.block, gen.indent, env, gen.cells, gen.pairs, gen.proj, gen.proj_log) = saved
         gen.env.clear()
         gen.env.update(env)
+    if inner.outer_used:  # forward values it reads (tanh x of tanh's derivative): parameters
+        extra = list(inner.outer_used.values())
+        block.lines[0] = f"def {name}({', '.join(params + extra + [d, cells, base, n])}):"
     b.pending.append(block)
-    return name, list(of_atom)
+    return name, list(of_atom) + list(inner.outer_used)
+
+
+_NAME = re.compile(r"\b[a-z]+[0-9]+\b")
+
+
+def _in_terms_of(table: dict, of_atom: dict) -> dict:
+    """The forward region's expressions (its CSE table) whose operands are all
+    captured by the backpropagator, rewritten in the backpropagator's parameter
+    names: expression -> the forward atom holding its value."""
+    out = {}
+    for expr, atom in table.items():
+        names = set(_NAME.findall(expr))
+        if names and names <= of_atom.keys():
+            out[_NAME.sub(lambda m: of_atom[m.group(0)], expr)] = atom
+    return out
