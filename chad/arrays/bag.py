@@ -181,6 +181,23 @@ class Pairs:
         return f"Pairs({list(zip(map(int, idx), list(self.vals)))!r})"
 
 
+def leaves(bag):
+    """The leaves of a bag's tree of BPlus, left to right, each with the number
+    of constructors visited to reach it (itself and the BPlus nodes above it not
+    counted yet). Iterative: BPlus chains can be very deep."""
+    stack = [bag]
+    nodes = 0
+    while stack:
+        b = stack.pop()
+        nodes += 1
+        if isinstance(b, BPlus):
+            stack.append(b.right)
+            stack.append(b.left)
+        else:
+            yield b, nodes
+            nodes = 0
+
+
 def collect(bag, elem_lt: LType) -> tuple[Pairs, int]:
     """Flatten a bag into its pairs, left to right; (pairs, work) where work is
     the number of constructors visited plus the number of BArray entries."""
@@ -204,14 +221,9 @@ def collect(bag, elem_lt: LType) -> tuple[Pairs, int]:
             one_idx.clear()
             one_val.clear()
 
-    stack = [bag]
-    while stack:
-        b = stack.pop()
-        work += 1
-        if isinstance(b, BPlus):
-            stack.append(b.right)
-            stack.append(b.left)
-        elif isinstance(b, BOne):
+    for b, nodes in leaves(bag):
+        work += nodes
+        if isinstance(b, BOne):
             one_idx.append(b.index)
             one_val.append(b.value)
         elif isinstance(b, BArray):
@@ -347,13 +359,8 @@ def _dense_parts(bag, n: int) -> list | None:
     """The arrays of a tree of BPlus over BEmpty and BArrays of n reals at the
     identity indices, left to right; None for any other bag."""
     parts = []
-    stack = [bag]
-    while stack:
-        b = stack.pop()
-        if type(b) is BPlus:
-            stack.append(b.right)
-            stack.append(b.left)
-        elif type(b) is BArray and b.idx is None:
+    for b, _nodes in leaves(bag):
+        if type(b) is BArray and b.idx is None:
             v = b.vals
             if not (isinstance(v, np.ndarray) and v.dtype == np.float64 and v.shape == (n,)):
                 return None
