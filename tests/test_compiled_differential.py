@@ -10,7 +10,7 @@ gradient where the result is R, must give them bit for bit (floats compared by
 their hex form, NaN equal to NaN): the compiled code performs the same
 operations in the same order, so no tolerance is needed. The one exception: a
 program whose lambdas the compiled path inlines (chad/compile/source.py
-`rewrites_lambdas`), where the cotangents a closure's body gives its captured
+`rewritten`), where the cotangents a closure's body gives its captured
 variables are added to them directly instead of through the closure's
 cotangent, another association of the same additions: there the floats agree
 within 1e-12 (of the larger magnitude, at least 1), non-finite ones exactly.
@@ -25,7 +25,7 @@ from hypothesis import HealthCheck, given, settings
 
 import chad
 from chad.costmodel import generators as G
-from chad.compile.source import rewrites_lambdas
+from chad.compile.source import rewritten
 from chad.types import Real
 from tests.oracle_agda import canon
 
@@ -81,7 +81,7 @@ def close(a, b) -> bool:
 def check_case(case) -> None:
     prog = case.program
     ref = _reference(prog, case.args, case.ctg)
-    same = close if rewrites_lambdas(prog) else (lambda a, b: a == b)
+    same = close if rewritten(prog) else (lambda a, b: a == b)
     for evm in RUNTIMES:
         got = _compiled(prog, case.args, case.ctg, evm)
         assert same(got, ref), f"compiled vjp on {evm} differs:\n{case.source()}\n{got}\n{ref}"

@@ -63,9 +63,9 @@ def _fd(f, args, pos, h=1e-6):
 
 
 def test_the_gradient_of_a_map_with_a_closure_is_vectorised():
-    from chad.compile.source import rewrites_lambdas
+    from chad.compile.source import rewritten
 
-    assert rewrites_lambdas(chad.load(MAP_CLOSURE)) and not rewrites_lambdas(chad.load(LETS))
+    assert rewritten(chad.load(MAP_CLOSURE)) and not rewritten(chad.load(LETS))
     source = _source(MAP_CLOSURE)
     assert _comments(source) == ["# unzipMap: vectorised (forward pass)"]
     assert "_vseq(" in source and "_C" not in source.split("def ")[1]  # no closure value

@@ -239,7 +239,7 @@ class _Same:
 def _key(prog: Program, d: Def, *rest):
     # a program given as text is parsed anew by each API call: its source and
     # file identify it; a Program built in Python is identified by the object
-    rest = rest + (_vectorise[0],)
+    rest = rest + (_vectorise[0], _rows[0])
     name = None if d is None else d.name
     if prog.source is not None:
         return (prog.source, prog.file, name) + rest
@@ -247,24 +247,40 @@ def _key(prog: Program, d: Def, *rest):
 
 
 _vectorise = [True]
+_rows = [True]
 
 
-class vectorising:
-    """`with vectorising(False):` compiles array nodes as per-element loops only
-    (their evaluation rules), as before vectorisation (chad/compile/
-    vectorise.py): for tests and benchmarks comparing the two. Modules compiled
-    either way are cached apart."""
+class _Switch:
+    """A process-wide compilation choice for a `with` block (its list's one
+    item); modules compiled either way are cached apart (`_key`)."""
+
+    flag: list
 
     def __init__(self, on: bool) -> None:
         self.on = on
 
     def __enter__(self):
-        self.old = _vectorise[0]
-        _vectorise[0] = self.on
+        self.old = self.flag[0]
+        self.flag[0] = self.on
         return self
 
     def __exit__(self, *exc) -> None:
-        _vectorise[0] = self.old
+        self.flag[0] = self.old
+
+
+class vectorising(_Switch):
+    """`with vectorising(False):` compiles array nodes as per-element loops only
+    (their evaluation rules), as before vectorisation (chad/compile/
+    vectorise.py): for tests and benchmarks comparing the two."""
+
+    flag = _vectorise
+
+
+class rewriting_rows(_Switch):
+    """`with rewriting_rows(False):` compiles without row hoisting (chad/compile/
+    rows.py): for tests and benchmarks comparing the two."""
+
+    flag = _rows
 
 
 def _defs(prog: Program, simplify: bool = True) -> dict | None:
@@ -296,7 +312,8 @@ def _source(prog: Program, calls: bool, simplify: bool = True) -> dict:
         out = {}
         for d in prog.defs:
             mine = small and {k: v for k, v in small.items() if k != d.name}
-            body = run_shallow(prepare_body, d.body, [p.name for p in d.params], mine)
+            body = run_shallow(prepare_body, d.body, [p.name for p in d.params], mine,
+                               _rows[0])
             out[d.name] = d if body is d.body else attrs.evolve(d, body=body)
         return out
     return _lru(_terms, _key(prog, None, "source", calls), build)

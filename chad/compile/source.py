@@ -30,7 +30,9 @@ import itertools
 
 import attrs
 
-from chad.terms import App, Call, Lam, Let, Var, rewrite, shape, subterms
+from chad.terms import App, Build, Call, Lam, Length, Let, Var, rewrite, shape, subterms
+
+from .rows import hoist_rows
 
 SMALL_LAMBDA = 200   # a lambda used more than once is inlined up to this size
 SMALL_DEF = 400      # a def's body inlined at its calls up to this size
@@ -43,7 +45,7 @@ def _size(t) -> int:
     return sum(1 for _ in subterms(t))
 
 
-def _candidates(body, calls: dict | None) -> bool:
+def _candidates(body, calls: dict | None, rows: bool) -> bool:
     """Whether body has anything this pass rewrites (else it is left as is)."""
     for n in subterms(body):
         cls = type(n)
@@ -52,6 +54,8 @@ def _candidates(body, calls: dict | None) -> bool:
         if cls is App and type(n.fn) is Lam:
             return True
         if cls is Call and calls and n.name in calls:
+            return True
+        if rows and cls is Build and type(n.size) is Length:  # a row to hoist, maybe (rows.py)
             return True
     return False
 
@@ -81,21 +85,22 @@ def expand_call(t: Call, d):
     return out
 
 
-def rewrites_lambdas(prog) -> bool:
+def rewritten(prog) -> bool:
     """Whether the compiled derivatives of prog see a rewritten program (a
-    lambda inlined). Their gradients are then the interpreter's up to the order
-    of some additions: CHAD sums the cotangents a closure's body gives its
-    captured variables in the closure's cotangent before adding them to the
-    variables; inlined, the body adds them to the variables directly (within
+    lambda inlined, a row hoisted). Their gradients are then the interpreter's
+    up to the order of some additions: CHAD sums the cotangents a closure's body
+    gives its captured variables in the closure's cotangent before adding them
+    to the variables; inlined, the body adds them to the variables directly; a
+    hoisted row's cotangent is summed before it is added to its array (within
     1e-12 relative; docs/compiler.md, "Vectorisation")."""
     return any(prepare_body(d.body, [p.name for p in d.params]) is not d.body
                for d in prog.defs)
 
 
-def prepare_body(body, params, calls: dict | None = None):
+def prepare_body(body, params, calls: dict | None = None, rows: bool = True):
     """body (a checked def body in the context of `params`) with the rewrites of
     the module doc; body itself when none applies."""
-    if not _candidates(body, calls):
+    if not _candidates(body, calls, rows):
         return body
     from chad.simplify.captures import tidy
     from chad.simplify.names import Fresh, uniquify
@@ -108,6 +113,8 @@ def prepare_body(body, params, calls: dict | None = None):
         body = uniquify(body, Fresh(set(occ.names) | set(params)), set(occ.free) | set(params))
     lams = _inlinable(body)
     new = _Rewriter(lams, None).go(body)
+    if rows:
+        new = hoist_rows(new)
     if new is body:
         return body
     return tidy(new)
