@@ -70,7 +70,7 @@ def test_nothing_to_hoist_leaves_the_term_itself():
 
 def test_the_inner_build_of_the_gradient_is_vectorised():
     source = _grad_source(SMV)
-    assert "# build: vectorised (forward pass)" in source
+    assert "# build: vectorised (forward pass, nested loops)" in source
     assert "per-element loop (an index" not in source
     with backend.rewriting_rows(False):
         assert "per-element loop (an index" in _grad_source(SMV)

@@ -44,7 +44,7 @@ def register() -> None:
     register_node(Index, compiled="eval", eval=E.eval_index, chad=X.chad_index,
                   forward=FW.forward_index, show=show.show_index, batch=lower.batch_index)
     register_node(Length, compiled=lower.lower_length, eval=E.eval_length, chad=X.chad_length,
-                  forward=FW.forward_length, show=show.show_length)
+                  forward=FW.forward_length, show=show.show_length, batch=lower.batch_length)
     register_node(ArrayLit, compiled="eval", eval=E.eval_array_lit, chad=X.chad_array_lit,
                   forward=FW.forward_array_lit,
                   show=show.show_array_lit)
@@ -57,19 +57,23 @@ def register() -> None:
     # target-only forms (chad/arrays/nodes.py)
     register_node(BEmptyT, compiled=lower.lower_bempty, eval=E.eval_bempty, show=show.show_bempty)
     register_node(BOneT, compiled="eval", eval=E.eval_bone, show=show.show_bone)
-    register_node(BArrayT, compiled=lower.lower_barray, eval=E.eval_barray, show=show.show_barray)
-    register_node(BFillT, compiled=lower.lower_bfill, eval=E.eval_bfill, show=show.show_bfill)
+    register_node(BArrayT, compiled=lower.lower_barray, eval=E.eval_barray, show=show.show_barray,
+                  batch=lower.batch_barray)
+    register_node(BFillT, compiled=lower.lower_bfill, eval=E.eval_bfill, show=show.show_bfill,
+                  batch=lower.batch_bfill)
     register_node(Collect, compiled="eval", eval=E.eval_collect, show=show.show_collect)
     register_node(Zeros, compiled="eval", eval=E.eval_zeros, show=show.show_zeros)
     register_node(Scatter, compiled="eval", eval=E.eval_scatter, show=show.show_scatter,
-                  vectorise=lower.vectorise_scatter)
+                  vectorise=lower.vectorise_scatter, batch=lower.batch_scatter)
     register_node(Unzip, compiled="eval", eval=E.eval_unzip, show=show.show_unzip,
-                  forward=FW.forward_unzip, vectorise=lower.vectorise_unzip)
+                  forward=FW.forward_unzip, vectorise=lower.vectorise_unzip,
+                  batch=lower.batch_unzip)
     register_node(UnzipMap, compiled="eval", eval=E.eval_unzip_map, show=show.show_unzip_map,
                   vectorise=lower.vectorise_unzip_map)
     register_node(ScatterBag, compiled="eval", eval=E.eval_scatter_bag, show=show.show_scatter_bag,
-                  vectorise=lower.vectorise_scatter)
-    register_node(Gather, compiled=lower.lower_gather, eval=E.eval_gather, show=show.show_gather)
+                  vectorise=lower.vectorise_scatter, batch=lower.batch_scatter)
+    register_node(Gather, compiled=lower.lower_gather, eval=E.eval_gather, show=show.show_gather,
+                  batch=lower.batch_gather)
     register_node(SequenceScoped, compiled="eval", eval=E.eval_sequence_scoped, show=show.show_seq,
                   vectorise=lower.vectorise_sequence_scoped)
     register_node(FoldTree, compiled="eval", eval=E.eval_fold_tree, show=show.show_fold_tree,

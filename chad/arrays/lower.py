@@ -26,7 +26,11 @@ from chad.types import ArrayT, Real
 
 from .bag import BEMPTY, BArray, as_bag, collect, dense_real, scatter, zeros
 from .evaluate import bfill, gather
-from .nodes import Collect, FoldTree, ScatterBag, SequenceScoped, UnTree, Unzip, UnzipMap, Zeros
+from .nested import forward_pairs_nested
+from .nested_support import vtake2c
+from .nodes import (
+    Collect, FoldTree, Scatter, ScatterBag, SequenceScoped, UnTree, Unzip, UnzipMap, Zeros,
+)
 
 
 def _result_elem(t, body) -> str:
@@ -50,6 +54,9 @@ def _loop(b: Batcher, t, size: str, name: str, var) -> BVal:
             body = b.value(t.body)
         finally:
             b.unbind(saved)
+        if isinstance(body, BVal) and body.kind == "tuple" and b.closures:
+            # CHAD's forward pass of an inner build: (y, backpropagator) per element
+            return BVal("pairs", dims=body.dims - {axis}, axis=axis, size=size, inner=body)
         if isinstance(body, BVal):
             if body.kind == "idx":
                 body = BVal("num", b.index(body.axis), body.dims, elem="Z")
@@ -114,6 +121,10 @@ def batch_index(b: Batcher, t: Index) -> BVal:
         kind = "R"  # an untyped target term: checked at run time (_forward_pairs' guard)
         b.assume.append(a)
     if not isinstance(a, BVal) and isinstance(i, BVal):
+        if i.kind == "idx" and kind is None and t.ty is None and b.closures:
+            # untyped (a target term) in a nested forward pass: a row or a number
+            return BVal("elem", src=a, axis=i.axis, dims={i.axis}, elem="R",
+                        size=b.sizes[i.axis])
         if i.kind == "idx":
             n = b.sizes[i.axis]
             if kind is not None:
@@ -125,10 +136,14 @@ def batch_index(b: Batcher, t: Index) -> BVal:
         elif i.kind == "num" and i.elem == "Z" and kind is not None:
             x = gen.atom(f"_vgather({a}, {i.expr})")
             return BVal("num", x, i.dims, elem=kind, fresh=True)
-    elif isinstance(a, BVal) and a.kind == "rows" and isinstance(i, BVal) \
+    elif isinstance(a, BVal) and a.kind in ("rows", "elem") and isinstance(i, BVal) \
             and i.kind == "idx" and i.axis != a.axis:
-        x = gen.atom(f"_vtake2({a.src}, {b.sizes[a.axis]}, {a.axis!r}, "
-                     f"{b.sizes[i.axis]}, {i.axis!r}, {b.rank!r})")
+        if a.inner is not None:  # the rows gathered at the columns a.inner
+            x = gen.atom(f"{gen.const(vtake2c, 'B')}({a.src}, {b.sizes[a.axis]}, {a.axis!r}, "
+                         f"{a.inner}, {b.sizes[i.axis]}, {i.axis!r}, {b.rank!r})")
+        else:
+            x = gen.atom(f"_vtake2({a.src}, {b.sizes[a.axis]}, {a.axis!r}, "
+                         f"{b.sizes[i.axis]}, {i.axis!r}, {b.rank!r})")
         return BVal("num", x, {a.axis, i.axis}, elem=a.elem)
     raise NotBatchable("an index other than a loop variable or a batched integer")
 
@@ -164,6 +179,94 @@ def lower_gather(gen, t) -> str:
 def lower_length(gen, t) -> str:
     """length a: len of the array (a numpy array or a tuple), as eval_length."""
     return f"len({gen.atom(gen.value(t.expr))})"
+
+
+def batch_gather(b: Batcher, t) -> BVal:
+    """`gather (m ! i) cols` in a nested forward pass (cols unbatched): the rows
+    at those columns, read by the inner loop's index (batch_index)."""
+    a = b.value(t.arr)
+    if not (b.closures and isinstance(a, BVal) and a.kind in ("rows", "elem")
+            and a.inner is None):
+        raise NotBatchable("a gather of a batched array other than a row")
+    cols = _unbatched(b, t.idx, "the indices of a gather")
+    return BVal("rows", src=a.src, axis=a.axis, dims=a.dims, elem=a.elem, inner=cols)
+
+
+def batch_unzip(b: Batcher, t: Unzip) -> BVal:
+    """unzip of an inner build's (y, backpropagator) pairs: its ys (an array
+    built along the inner loop) and its backpropagators ("backs")."""
+    a = b.value(t.arr)
+    if not (isinstance(a, BVal) and a.kind == "pairs"):
+        raise NotBatchable("an unzip of pairs not built in the loop")
+    y, back = a.inner.inner
+    if not (isinstance(y, BVal) and y.kind == "num" and y.elem == "R"):
+        raise NotBatchable("the values are not reals")
+    if not (isinstance(back, BVal) and back.kind == "lam"):
+        raise NotBatchable("a backpropagator that is not a lambda")
+    ys = BVal("arr", dims=y.dims - {a.axis}, axis=a.axis, elem="R", size=a.size, inner=y)
+    backs = BVal("backs", dims=back.dims, axis=a.axis, size=a.size, inner=back)
+    return BVal("tuple", dims=ys.dims | backs.dims, inner=(ys, backs))
+
+
+def batch_length(b: Batcher, t) -> str:
+    """length of an array built in the loop: its size (unbatched)."""
+    a = b.value(t.expr)
+    if isinstance(a, BVal) and a.kind == "arr":
+        return a.size
+    raise NotBatchable("length of a batched value")
+
+
+def batch_bfill(b: Batcher, t) -> BVal:
+    """BFill arr d in a nested reverse pass: every element of each outer
+    element's arr gets that element's d."""
+    a = b.value(t.arr)
+    d = b.value(t.val)
+    if not (b.closures and isinstance(a, BVal) and a.kind == "arr"):
+        raise NotBatchable("a fill of an array not built in the loop")
+    if isinstance(d, BVal) and not (d.kind == "num" and d.elem == "R" and d.dims <= {0}):
+        raise NotBatchable("a fill of a value that is not a real of the outer loop")
+    x = b.numbers(d) if isinstance(d, BVal) else d
+    return BVal("bfill", expr=x, dims=d.dims if isinstance(d, BVal) else frozenset(),
+                size=a.size)
+
+
+def batch_scatter(b: Batcher, t) -> BVal:
+    """`scatter (zeros (length a)) (collect bag)` (or scatterBag) of a fill in
+    a nested reverse pass: 0.0 + d for every element (the evaluator's sum on
+    its array of zeros)."""
+    if not (b.closures and isinstance(t.elem, LR)):
+        raise NotBatchable("a scatter outside a nested reverse pass")
+    if type(t) is ScatterBag:
+        bag = t.bag
+    elif type(t.dense) is Zeros and type(t.pairs) is Collect:
+        bag = t.pairs.bag
+    else:
+        raise NotBatchable("a scatter into an array other than zeros")
+    v = b.value(bag)
+    if not (isinstance(v, BVal) and v.kind == "bfill"):
+        raise NotBatchable("a scatter of a bag other than a fill")
+    if type(t) is ScatterBag:
+        _size_of(b, t.arr, v.size)
+    else:
+        _size_of(b, t.dense.size, v.size)
+    return BVal("num", b.gen.atom(f"({v.expr} + 0.0)"), v.dims, elem="R", fresh=True)
+
+
+def _size_of(b: Batcher, t, size: str) -> None:
+    """t (an array, or the length of one) is the fill's array."""
+    v = b.value(t)
+    if not (isinstance(v, BVal) and v.kind == "arr" and v.size == size) and v != size:
+        raise NotBatchable("a scatter into an array other than the fill's")
+
+
+def batch_barray(b: Batcher, t) -> BVal:
+    """BArray idx vals in a nested reverse pass: each outer element's bag of
+    its row of vals (an n x m array) at idx (unbatched)."""
+    v = b.value(t.vals)
+    if not (b.closures and isinstance(v, BVal) and v.kind == "num" and v.elem == "R"):
+        raise NotBatchable("a BArray of values that are not batched reals")
+    idx = "None" if t.idx is None else _unbatched(b, t.idx, "the indices of a BArray")
+    return BVal("barr", expr=v.expr, dims=v.dims, inner=idx)
 
 
 def vectorise_build(gen, t: Build) -> str | None:
@@ -215,9 +318,12 @@ def vectorise_unzip_map(gen, t: UnzipMap) -> str | None:
 def vectorise_build_pairs(gen, t: Build, n: str) -> str | None:
     """The forward pass of build, `build n (i. lets in (y, \\d -> m))` (its
     array of pairs read by `unzip`), batched: a VecPairs holding the ys and ONE
-    batched backpropagator; anything but `unzip` reading it gets the pairs."""
-    if not gen.inline or nesting(t.body) > 0:
+    batched backpropagator; anything but `unzip` reading it gets the pairs.
+    A body with a loop of its own: chad/arrays/nested.py."""
+    if not gen.inline:
         return None
+    if nesting(t.body) > 0:
+        return forward_pairs_nested(gen, t, n)
     return _forward_pairs(gen, t, n, "build", "_VecPairs")
 
 
@@ -283,7 +389,7 @@ def _forward_pairs(gen, t, operand: str, label: str, holder: str) -> str | None:
 def vectorise_sequence_scoped(gen, t: SequenceScoped) -> str | None:
     """The reverse pass of map: batched (vector_support.vseq) when its
     backpropagators are a VecBack at run time, else the evaluation rule."""
-    if not gen.inline or not t.keep or not all(isinstance(lt, LR) for lt in t.keep_elem):
+    if not gen.inline or not t.keep:
         return None
     fns = gen.atom(gen.value(t.fns))
     ctgs = gen.atom(gen.value(t.ctgs))

@@ -50,6 +50,14 @@ def vtake(a, n: int, axis: int, rank: int):
     return a[:n].reshape(_shape(rank, axis, n))
 
 
+def vtake_real(a, n: int, axis: int, rank: int):
+    """vtake of an array that must be an Array R (an untyped index in a nested
+    forward pass): anything else fails the region's guard."""
+    if not (type(a) is np.ndarray and a.dtype == np.float64):
+        raise Fallback("not an Array R")
+    return vtake(a, n, axis, rank)
+
+
 def vgather(a, idx):
     """`a ! j` for a batched integer j: fancy indexing after the evaluator's
     bounds check (numpy would wrap a negative index)."""
@@ -217,7 +225,7 @@ def vrows(x, n: int, m: int, rank: int, dtype):
 
 HELPERS = {"_np": np, "_quiet": quiet, "_vindex": vindex, "_vtake": vtake,
            "_vgather": vgather,
-           "_vtake2": vtake2, "_vsum": vsum, "_vout": vout, "_vrows": vrows,
+           "_vtake2": vtake2, "_vtake_real": vtake_real, "_vsum": vsum, "_vout": vout, "_vrows": vrows,
            "_f64": np.float64, "_i64": np.int64, "_ndarray": np.ndarray,
            "_viadd": viadd, "_vimul": vimul, "_vineg": vineg, "_vwhere": vwhere}
 
@@ -231,26 +239,35 @@ class VecBack:
     d, cells, base, n) runs all n of them on the array d of their cotangents,
     the cells from `base` on holding one array per scope (an element's cell at
     its index; `vadd`). Anything but `sequenceScoped` that reads it as the array of
-    closures gets those, from `lazy` (the per-element code, run once)."""
+    closures gets those, from `lazy` (the per-element code, run once).
 
-    __slots__ = ("fn", "caps", "n", "lazy", "pairs", "_items")
+    `nested` (a loop nested in the body, chad/arrays/nested.py): what else the
+    function handles — `nested.accepts(init)` for scopes whose cells are not
+    reals, `nested.ready(depth)` whether the levels its inner loops add to are
+    theirs at this depth of the cells (else `sequenceScoped` runs the
+    per-element closures, before anything changed)."""
 
-    def __init__(self, fn, n: int, caps: tuple, lazy, pairs: bool = False) -> None:
+    __slots__ = ("fn", "caps", "n", "lazy", "pairs", "nested", "_items")
+
+    def __init__(self, fn, n: int, caps: tuple, lazy, pairs: bool = False,
+                 nested=None) -> None:
         self.fn = fn
         self.n = n
         self.caps = caps
         self.lazy = lazy     # the per-element code: (ys, closures), or with `pairs`
         self.pairs = pairs   # the array of pairs (y, closure)
+        self.nested = nested
         self._items = None
 
     def run(self, d, cells: list, base: int) -> list:
         """Run the n backpropagators; the per-element cells' final values
-        (from `base` on), each an array this run made or the initial value."""
+        (from `base` on), each an array this run made, the initial value or
+        a PerElement."""
         run = Pass(base)
         self.fn(*self.caps, d, cells, run, self.n)
         run.flush(cells)
         return [c if j + base in run.owned or c is None or type(c) is float
-                else np.array(c, dtype=np.float64)
+                or isinstance(c, PerElement) else np.array(c, dtype=np.float64)
                 for j, c in enumerate(cells[base:])]
 
     def _closures(self):
@@ -362,10 +379,23 @@ def vadd(cells: list, level: int, run: Pass, v, n: int, adopt: bool = False) -> 
 _F64 = np.dtype(np.float64)
 
 
+class PerElement:
+    """The n cells of a scope, one per element, that are not reals (bags of a
+    nested loop's rows: chad/arrays/nested_support.py): `finals(n)`, the
+    tuple of the n final cells (the evaluation rule's array of them)."""
+
+    __slots__ = ()
+
+    def finals(self, n: int) -> tuple:
+        raise NotImplementedError
+
+
 def _final(cell, init, n: int):
     """A kept scope's cells as the rule's array: never added to, its initial
     value (0.0 for none); else the array of the n cells, recorded as free of
     -0.0 when the sums started from a real other than -0.0 (chad/compile/known.py)."""
+    if isinstance(cell, PerElement):
+        return cell.finals(n)
     if cell is None:
         return np.zeros(n)
     if type(cell) is float:
@@ -393,11 +423,15 @@ def vseq(fns, ctgs, inits: tuple, keep: tuple):
     n = fns.n
     if not (isinstance(ctgs, np.ndarray) and ctgs.dtype == np.float64 and ctgs.shape == (n,)):
         return None
-    if any(not (i is None or type(i) is float) for i in inits):
+    nested = fns.nested
+    if any(not (i is None or type(i) is float or (nested is not None and nested.accepts(i)))
+           for i in inits):
         return None
 
     def act(cells: list):
         base = len(cells)
+        if nested is not None and not nested.ready(base + len(inits)):
+            return _one_by_one(fns, ctgs, inits, keep, cells)
         # every element's cell starts at the same real: one Python float for
         # all of them until the first add makes the array (vadd)
         cells.extend(inits)
@@ -410,7 +444,46 @@ def vseq(fns, ctgs, inits: tuple, keep: tuple):
     return act
 
 
-HELPERS.update({"_VecBack": VecBack, "_vadd": vadd, "_vseq": vseq})
+def _one_by_one(fns: VecBack, ctgs, inits: tuple, keep: tuple, cells: list):
+    """sequenceScoped on the per-element closures, one element after the
+    other (as the evaluation rule: each element's scopes pushed with the
+    initial values, its action run on its cotangent, the kept cells stored):
+    the kept cells as the rule's arrays (reals: an array, 0.0 for a cell never
+    added to; other cells: the tuple of them)."""
+    n, base = fns.n, len(cells)
+    closures = fns._closures()
+    slots = [[None] * n for _ in keep]
+    for i in range(n):
+        cells.extend(inits)
+        try:
+            closures[i](float(ctgs[i]))(cells)
+            for slot, j in zip(slots, keep):
+                slot[i] = cells[base + j]
+        finally:
+            del cells[base:]
+    out = []
+    for slot, j in zip(slots, keep):
+        if inits[j] is None or type(inits[j]) is float:
+            out.append(np.asarray([0.0 if x is None else x for x in slot], dtype=np.float64))
+        else:
+            out.append(tuple(slot))
+    return _nested(out)
+
+
+class Fallback(Exception):
+    """A guard of a nested forward pass failed: the per-element code runs
+    instead (nothing the region computed is kept)."""
+
+
+FELL_BACK = [0]  # how many nested forward passes ran their per-element code (for tests)
+
+
+def fell_back() -> None:
+    FELL_BACK[0] += 1
+
+
+HELPERS.update({"_VecBack": VecBack, "_vadd": vadd, "_vseq": vseq, "_VFallback": Fallback,
+                "_vfell": fell_back})
 
 
 class VecPairs:

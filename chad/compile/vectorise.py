@@ -82,7 +82,14 @@ class BVal:
                  (not a view of an input).
     kind "idx":  the loop variable of the build at `axis` (materialised on use).
     kind "rows": `src ! i` of an array of arrays src, i the loop at `axis`: only
-                 indexed again by another loop variable.
+                 indexed again by another loop variable (inner: None, or the
+                 columns a gather picked).
+    kind "elem": `src ! i` of a target term without a type (a nested forward
+                 pass): a row or a number, as it is used (a number: src checked
+                 to be an Array R at run time).
+    kind "tuple", "lam", "pairs", "backs", "bfill", "barr", "bagcell": the
+                 values of a nested loop's forward and reverse passes
+                 (chad/arrays/nested.py).
     kind "arr":  an array built in the region along the loop at `axis` (size
                  `size`), its elements `inner` (a BVal or an unbatched atom).
     kind "pair": the result of `scope` in a batched action: inner is (the
@@ -152,6 +159,15 @@ class Batcher:
         self.pending: list = []  # functions generated for the region (back_function)
         # atoms assumed to be Array R (untyped target terms), or None: none may be
         self.assume: list | None = None
+        # a forward pass nested loops deep (chad/arrays/nested.py): pairs and
+        # lambdas are values ("tuple", "lam"), and a case on an unbatched Bool
+        # runs its right branch, guarded (the region falls back to the
+        # per-element code when the guard fails: `guarded`)
+        self.closures = False
+        self.guarded = False
+        # unbatched sub-terms need not be `safe` (a nested forward pass runs
+        # its per-element code instead on any error: chad/arrays/nested.py)
+        self.tolerant = False
 
     def outer_param(self, expr: str) -> str:
         """The parameter holding the forward region's value of expr."""
@@ -205,7 +221,7 @@ class Batcher:
     def value(self, t):
         """t's value in the region: a BVal, or an atom when t is unbatched."""
         if not self.is_batched(t):
-            if not safe(t):
+            if not (self.tolerant or safe(t)):
                 raise NotBatchable(f"{type(t).__name__} outside the loop might fail")
             return self.gen.atom(self.gen.value(t))
         cls = type(t)
@@ -223,8 +239,15 @@ class Batcher:
             return self._prim(t)
         if cls is Case:
             return self._case(t)
+        if self.closures and cls is Pair:
+            parts = (self.value(t.left), self.value(t.right))
+            return BVal("tuple", dims=self.dims(*parts), inner=parts)
+        if self.closures and cls is Lam:
+            return self._closure(t)
         if cls is Fst or cls is Snd:
             v = self.value(t.expr)
+            if isinstance(v, BVal) and v.kind == "tuple":
+                return v.inner[0 if cls is Fst else 1]
             if isinstance(v, BVal) and v.kind == "pair":
                 part = v.inner[0 if cls is Fst else 1]
                 if part is None:
@@ -245,6 +268,9 @@ class Batcher:
             return self.index(v.axis)
         if v.kind == "num":
             return v.expr
+        if v.kind == "elem":  # an untyped `a ! i` read as a number: a must be an Array R
+            return self.gen.atom(f"_vtake_real({v.src}, {v.size}, {v.axis!r}, "
+                                 f"{self.rank!r})")
         raise NotBatchable(f"an array ({v.kind}) where a number is expected")
 
     def index(self, axis: int) -> str:
@@ -271,11 +297,40 @@ class Batcher:
             raise NotBatchable(f"a {v.kind} where a Bool is expected")
         return f"({v}.side == 0)"
 
+    def _closure(self, t: Lam):
+        """A lambda as a value: its term and what its free variables are bound
+        to here (batched values or atoms)."""
+        env = {}
+        for x in free_vars(t):
+            v = self.bound.get(x)
+            if v is None:
+                v = self.gen.env.get(x)
+            if v is None:
+                raise NotBatchable("a lambda reading a variable not bound here")
+            env[x] = v
+        return BVal("lam", dims=self.dims(*env.values()), src=t, inner=env)
+
+    def _unswitched(self, t: Case):
+        """A case on an unbatched Bool in a nested forward pass: the same branch
+        for every element. The right one (CHAD of build: the non-empty array)
+        is batched; a guard falls back to the per-element code when the
+        scrutinee is not inr at run time (nothing has been changed then)."""
+        c = self.value(t.scrut)
+        self.gen.emit(f"if {c}.side != 1: raise _VFallback")
+        self.guarded = True
+        saved = self.bind(t.rname, self.gen.atom(f"{c}.value"))
+        try:
+            return self.value(t.rbody)
+        finally:
+            self.unbind(saved)
+
     def _case(self, t: Case):
         """`if c then a else b` (a case on a Bool whose branches do not read
         their binders) as np.where(c, a, b): both branches are computed for
         every element, so both must be unable to fail (`safe`: no index, no
         division on Z); the result a number."""
+        if self.closures and not self.is_batched(t.scrut):
+            return self._unswitched(t)
         if t.lname in free_vars(t.lbody) or t.rname in free_vars(t.rbody):
             raise NotBatchable("a case reading what it matched")
         if not (safe(t.lbody) and safe(t.rbody)):

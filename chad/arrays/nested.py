@@ -1,0 +1,381 @@
+"""Nested loops in a derivative: CHAD's forward pass of a build whose body has a
+build of its own (a matrix-vector product, a layer of a network), batched over
+both loops, and its backpropagators run as ONE batched function over the outer
+elements, whose inner reverse pass is batched over both loops too (docs/
+compiler.md, "Nested loops"; Efficient CHAD (Smeding & Vákár), §8: the build
+rule's forward pass, unzip and sequenceScoped, one level inside another).
+
+The forward pass is a vectorised region of rank 2 (chad/compile/vectorise.py)
+in which pairs and lambdas are values: the inner build's (y, backpropagator)
+pairs become its ys (an n x m array) and its backpropagator term with what it
+captures; CHAD's `case length = 0` around the inner build runs its right
+branch, guarded. The region computes values only, so on any error or a failed
+guard the per-element code runs instead (it raises the evaluator's error, if
+there is one).
+
+The outer elements' backpropagator runs once for all of them (`Exec`): lets,
+`>>`, applications of the captured lambdas, `scope` (a real or a bag cell per
+outer element), adds (reals, and bags of rows: chad/arrays/nested_support.py),
+and the inner loop's `sequenceScoped`, whose elements' cells are n x m arrays.
+Every addition is the evaluator's, in its order: a real cell of an element pair
+is added to elementwise; bags are kept as they are added and built per element
+with the evaluator's `plusv`; a cell shared by the outer elements gets their
+adds one after the other. The levels an inner loop adds to are checked to be
+its own cells when the pass starts (`Nested.ready`); if they are not, the
+per-element closures run, before anything changed.
+"""
+
+from __future__ import annotations
+
+import re
+
+from chad.compile.vectorise import (
+    BVal, Batcher, NotBatchable, _real_literal, abandon, nesting,
+)
+import numpy as np
+
+from chad.terms import AddEVM, Ann, App, BindEVM, Lam, Let, LUnit, Pair, PureEVM, ScopeEVM, ThenEVM
+
+from .nested_support import Nested, RowBags, bag_cells, final2, flat, vadd2, vbagadd
+from .nodes import BEmptyT, SequenceScoped
+
+_LOCAL = re.compile(r"[a-z]+[0-9]+")
+
+
+def forward_pairs_nested(gen, t, n: str) -> str | None:
+    """`build n (i. lets in (y, \\d -> m))` whose lets hold a loop: a VecPairs
+    of the ys and ONE batched backpropagator (or None: the per-element code)."""
+    old = gen.vectorise
+    gen.vectorise = False
+    try:
+        lazy = gen.local_def([], t, "f")  # the per-element code
+    finally:
+        gen.vectorise = old
+    rank = 1 + nesting(t.body)
+    if rank != 2:
+        return None
+    block = gen.block
+    mark, indent, pmark = len(block.lines), gen.indent, len(gen.proj_log)
+    env = dict(gen.env)
+    result = gen.fresh("v")
+    b = Batcher(gen, rank)
+    b.closures = b.tolerant = True
+    try:
+        gen.indent += 2
+        b.open_loop(n)
+        saved = [b.bind(t.name, BVal("idx", axis=0, dims={0}, elem="Z"))]
+        body = t.body
+        while type(body) is Let:
+            saved.append(b.bind(body.name, b.value(body.rhs)))
+            body = body.body
+        if type(body) is not Pair or type(body.right) is not Lam:
+            raise NotBatchable("the body is not a pair of a value and a backpropagator")
+        y = b.value(body.left)
+        if not (isinstance(y, BVal) and y.kind == "num" and y.elem == "R" and y.dims <= {0}):
+            raise NotBatchable("the values are not reals of the outer loop")
+        fn, caps, loops = back_function_nested(b, body.right)
+        for s in reversed(saved):
+            b.unbind(s)
+        ys = gen.atom(f"_vout({b.numbers(y)}, {n}, {rank!r}, _f64, {y.fresh!r})")
+        tup = "(" + "".join(f"{c}, " for c in caps) + ")"
+        info = gen.const(Nested(loops), "K")
+        gen.emit(f"{result} = _VecPairs({ys}, _VecBack({fn}, {n}, {tup}, {lazy}, True, {info}))")
+        pad = "    " * indent
+        block.lines[mark:mark] = [f"{pad}# build: vectorised (forward pass, nested loops)",
+                                  f"{pad}try:",
+                                  f"{pad}    with _quiet():"]
+        gen.indent = indent
+        gen.emit("except Exception:")  # a guard, or an error the per-element code reports
+        gen.emit(f"    _vfell()")
+        gen.emit(f"    {result} = {lazy}()")
+    except NotBatchable as why:
+        abandon(gen, block, mark, indent, pmark, env, "build", why)
+        return None
+    gen.blocks.extend(b.pending)
+    return result
+
+
+# ----------------------------------------------------------------- the reverse pass
+
+
+def _atoms(v, out: list) -> None:
+    """The generated names a batched value holds (in a stable order)."""
+    if isinstance(v, str):
+        if _LOCAL.fullmatch(v) and v not in out:
+            out.append(v)
+        return
+    if v is None or not isinstance(v, BVal):
+        return
+    for a in (v.expr, v.src if isinstance(v.src, str) else None, v.size):
+        if isinstance(a, str):
+            _atoms(a, out)
+    inner = v.inner
+    if v.kind == "lam":
+        for x in sorted(inner):
+            _atoms(inner[x], out)
+    elif isinstance(inner, tuple):
+        for part in inner:
+            _atoms(part, out)
+    else:
+        _atoms(inner, out)
+
+
+def _settled(b: Batcher, v):
+    """v with every untyped `a ! i` it holds read as numbers, here in the
+    forward pass (whose guard checks a is an Array R)."""
+    if not isinstance(v, BVal):
+        return v
+    if v.kind == "elem":
+        return BVal("num", b.numbers(v), v.dims, elem="R")
+    inner = v.inner
+    if v.kind == "lam":
+        inner = {x: _settled(b, a) for x, a in inner.items()}
+    elif isinstance(inner, tuple):
+        inner = tuple(_settled(b, p) for p in inner)
+    elif isinstance(inner, BVal):
+        inner = _settled(b, inner)
+    else:
+        return v
+    return BVal(v.kind, expr=v.expr, dims=v.dims, axis=v.axis, elem=v.elem, fresh=v.fresh,
+                src=v.src, size=v.size, inner=inner)
+
+
+def _renamed(v, names: dict):
+    """v with its generated names replaced (the batched function's parameters)."""
+    if isinstance(v, str):
+        return names.get(v, v)
+    if not isinstance(v, BVal):
+        return v
+    inner = v.inner
+    if v.kind == "lam":
+        inner = {x: _renamed(a, names) for x, a in inner.items()}
+    elif isinstance(inner, tuple):
+        inner = tuple(_renamed(p, names) for p in inner)
+    else:
+        inner = _renamed(inner, names)
+    src = _renamed(v.src, names) if isinstance(v.src, str) else v.src
+    return BVal(v.kind, expr=_renamed(v.expr, names), dims=v.dims, axis=v.axis, elem=v.elem,
+                fresh=False, src=src, size=_renamed(v.size, names), inner=inner)
+
+
+def back_function_nested(b: Batcher, lam: Lam):
+    """The batched function of the outer elements' backpropagator lam: a new
+    top-level function of the values it captures, d, the cells, the pass and
+    n; returns its name, the atoms it captures and its inner loops (Nested)."""
+    gen = b.gen
+    env = {x: _settled(b, v) for x, v in b._closure(lam).inner.items()}
+    atoms: list = []
+    for x in sorted(env):
+        _atoms(env[x], atoms)
+    names = {a: gen.fresh("c") for a in atoms}
+    saved = (gen.block, gen.indent, dict(gen.env), gen.cells, gen.pairs, gen.proj, gen.proj_log)
+    block = type(gen.block)()  # a new function's lines (codegen's Block)
+    name = gen.fresh("vb")
+    d, cells, run, n = gen.fresh("p"), gen.fresh("cells"), gen.fresh("p"), gen.fresh("p")
+    gen.block, gen.indent = block, 0
+    gen.emit(f"def {name}({', '.join(list(names.values()) + [d, cells, run, n])}):")
+    gen.indent = 1
+    gen.env.clear()
+    gen.cells, gen.pairs, gen.proj, gen.proj_log = None, {}, {}, []
+    ex = Exec(gen, b.rank, cells, run, n)
+    try:
+        for x, v in env.items():
+            v = _renamed(v, names)
+            if isinstance(v, BVal):
+                ex.bound[x] = v
+            else:
+                gen.env[x] = v
+        gen.emit("with _quiet():")
+        gen.indent = 2
+        col = gen.atom(f"_np.reshape({d}, ({n},) + (1,) * {b.rank - 1!r})")
+        ex.bound[lam.name] = BVal("num", col, {0}, elem="R")
+        gen.emit(f"{gen.const(bag_cells, 'B')}({cells}, {run}.base)")
+        ex.run(lam.body)
+        gen.emit("pass")
+        gen.indent = 1
+        gen.emit("return None")
+    finally:
+        (gen.block, gen.indent, genv, gen.cells, gen.pairs, gen.proj, gen.proj_log) = saved
+        gen.env.clear()
+        gen.env.update(genv)
+    b.pending.append(block)
+    b.pending.extend(ex.pending)
+    loops = tuple((s, k, tuple(levels)) for s, k, levels in ex.loops)
+    return name, atoms, loops
+
+
+class Exec(Batcher):
+    """The outer elements' backpropagator, run for all of them (module doc):
+    axis 0 the outer loop, axis 1 an inner loop's elements."""
+
+    def __init__(self, gen, rank: int, cells: str, run: str, n: str) -> None:
+        super().__init__(gen, rank)
+        self.closures = True
+        self.sizes.append(n)
+        self.cells, self.run_, self.n = cells, run, n
+        self.scopes = 0       # scopes of the outer element open here
+        self.inner = None     # in an inner loop: (its first cell, its shape)
+        self.loops: list = []  # (scopes before it, its cells, the levels it adds to)
+
+    def index(self, axis: int) -> str:
+        if axis >= len(self.sizes):
+            raise NotBatchable("an inner loop's index in its backpropagator")
+        return super().index(axis)
+
+    def run(self, t) -> None:
+        cls = type(t)
+        if cls is ThenEVM:
+            self.run(t.first)
+            self.run(t.second)
+        elif cls is Let:
+            saved = self.bind(t.name, self.value(t.rhs))
+            try:
+                self.run(t.body)
+            finally:
+                self.unbind(saved)
+        elif cls is Ann:
+            self.run(t.expr)
+        elif cls is PureEVM:
+            if self.is_batched(t.expr):
+                raise NotBatchable("a batched result of an action")
+        elif cls is AddEVM:
+            if not isinstance(t.level, int) or isinstance(t.level, bool) or t.level < 0:
+                raise NotBatchable("an add at a level that is not a natural number")
+            self.add(t.level, t.val)
+        elif cls is App:
+            self.apply(self.value(t.fn), self.value(t.arg))
+        elif cls is BindEVM and type(t.k) is Lam and type(t.m) is ScopeEVM:
+            self.scope(t.m, t.k)
+        elif cls is BindEVM and type(t.k) is Lam and type(t.m) is SequenceScoped:
+            self.loop(t.m, t.k)
+        else:
+            raise NotBatchable(f"no batched execution of {cls.__name__}")
+
+    def apply(self, f, arg) -> None:
+        """A captured lambda applied: its body run with its parameter bound."""
+        if not (isinstance(f, BVal) and f.kind == "lam"):
+            raise NotBatchable("an application of a function that is not a captured lambda")
+        lam = f.src
+        saved = [self.bind(x, v) for x, v in f.inner.items()]
+        saved.append(self.bind(lam.name, arg))
+        try:
+            self.run(lam.body)
+        finally:
+            for s in reversed(saved):
+                self.unbind(s)
+
+    def add(self, level: int, term) -> None:
+        gen = self.gen
+        v = self.value(term)
+        if self.inner is not None:
+            first, shape, levels = self.inner
+            if isinstance(v, BVal) and not (v.kind == "num" and v.elem == "R"):
+                raise NotBatchable("an add of a value that is not a real in an inner loop")
+            if not isinstance(v, BVal) and not _real_literal(term):
+                raise NotBatchable("an add of an unbatched value")
+            levels.append(level)
+            x = self.numbers(v) if isinstance(v, BVal) else v
+            gen.emit(f"{gen.const(vadd2, 'B')}({self.cells}, {level!r}, {x}, {shape})")
+            return
+        if isinstance(v, BVal) and v.kind in ("barr", "bagcell"):
+            item = (f"('rows', {gen.const(_rows_of, 'B')}({v.expr}, {self.n}), {v.inner})"
+                    if v.kind == "barr" else f"('cell', {v.expr}, None)")
+            gen.emit(f"{gen.const(vbagadd, 'B')}({self.cells}, {level!r}, {self.run_}, "
+                     f"{self.n}, {item})")
+            return
+        if isinstance(v, BVal):
+            if not (v.kind == "num" and v.elem == "R" and v.dims <= {0}):
+                raise NotBatchable("an add of a value that is not a real of the outer loop")
+            x = gen.atom(f"{gen.const(flat, 'B')}({v.expr}, {self.n})")
+        elif _real_literal(term):
+            x = v
+        else:
+            raise NotBatchable("an add of an unbatched value")
+        gen.emit(f"_vadd({self.cells}, {level!r}, {self.run_}, {x}, {self.n})")
+
+    def scope(self, m: ScopeEVM, k: Lam) -> None:
+        """`scope init m >>= \\p -> k`: a cell per outer element (a bag of rows,
+        or a real), popped after m; p's first component its final cells."""
+        gen = self.gen
+        if self.inner is not None:
+            raise NotBatchable("a scope in an inner loop")
+        if type(m.init) is BEmptyT:
+            gen.emit(f"{self.cells}.append({gen.const(RowBags, 'B')}())")
+        elif _real_literal(m.init):
+            init = gen.atom(gen.value(m.init))
+            gen.emit(f"{self.cells}.append(_np.full({self.n}, {init}, dtype=_f64))")
+        else:
+            raise NotBatchable("a scope whose cell is neither a real nor a bag")
+        self.scopes += 1
+        try:
+            self.run(m.m)
+        finally:
+            self.scopes -= 1
+        final = gen.fresh("v")
+        gen.emit(f"{final} = {self.cells}.pop()")
+        if type(m.init) is BEmptyT:
+            fv = BVal("bagcell", expr=final)
+        else:
+            fv = BVal("num", gen.atom(f"_np.reshape({final}, ({self.n},) + (1,) * "
+                                      f"{self.rank - 1!r})"), {0}, elem="R")
+        saved = self.bind(k.name, BVal("pair", dims={0}, inner=(fv, None)))
+        try:
+            self.run(k.body)
+        finally:
+            self.unbind(saved)
+
+    def loop(self, m: SequenceScoped, k: Lam) -> None:
+        """`sequenceScoped inits keep fns ctgs >>= \\res -> k`, fns an inner
+        build's backpropagators: their bodies run on all element pairs at once,
+        each scope a cell per pair (an n x m array); res the kept ones."""
+        gen = self.gen
+        if self.inner is not None or self.rank != 2:
+            raise NotBatchable("loops nested three deep")
+        fns = self.value(m.fns)
+        if not (isinstance(fns, BVal) and fns.kind == "backs" and fns.axis == 1):
+            raise NotBatchable("a reverse pass of backpropagators not built in the loop")
+        ctgs = self.value(m.ctgs)
+        if isinstance(ctgs, BVal) and not (ctgs.kind == "num" and ctgs.elem == "R"):
+            raise NotBatchable("cotangents that are not reals")
+        inits = []
+        for it in m.inits:
+            if type(it) is LUnit:
+                inits.append("None")
+            elif _real_literal(it):
+                inits.append(gen.atom(gen.value(it)))
+            else:
+                raise NotBatchable("an inner scope whose cell is not a real")
+        first = gen.atom(f"len({self.cells})")
+        shape = gen.atom(f"({self.n}, {fns.size})")
+        gen.emit(f"{self.cells}.extend(({''.join(i + ', ' for i in inits)}))")
+        levels: list = []
+        self.loops.append((self.scopes, len(inits), levels))
+        self.inner = (first, shape, levels)
+        try:
+            self.apply(fns.inner, ctgs)
+        finally:
+            self.inner = None
+        fin = gen.fresh("v")
+        gen.emit(f"{fin} = {self.cells}[{first}:]")
+        gen.emit(f"del {self.cells}[{first}:]")
+        kept = []
+        for j in m.keep:
+            x = gen.atom(f"{gen.const(final2, 'B')}({fin}[{j!r}], {inits[j]}, {shape})")
+            kept.append(BVal("num", x, {0, 1}, elem="R"))
+        res = "None"
+        for x in reversed(kept):
+            res = BVal("tuple", dims={0, 1}, inner=(x, res))
+        saved = self.bind(k.name, res)
+        try:
+            self.run(k.body)
+        finally:
+            self.unbind(saved)
+
+
+def _rows_of(vals, n: int):
+    """A BArray's values in a nested reverse pass: an n x m array (a value of
+    the outer loop only is the same row for every element)."""
+    x = np.asarray(vals, dtype=np.float64)
+    if x.ndim == 2 and x.shape[0] == n:
+        return x
+    return np.broadcast_to(x.reshape(-1) if x.ndim <= 1 else x, (n,) + x.shape[1:])

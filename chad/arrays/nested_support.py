@@ -1,0 +1,167 @@
+"""What the reverse pass of a build nested in a build calls at run time, when
+both loops are batched (chad/arrays/nested.py; docs/compiler.md, "Nested
+loops"): the outer loop's n elements are axis 0, the inner loop's m elements
+axis 1.
+
+* A real cell of every (outer, inner) element pair is an n x m array (`vadd2`):
+  added to elementwise, as the evaluator adds to each element's cell.
+* A bag cell of every outer element (the cotangent of a row) keeps its adds as
+  they come (`RowBags`: BArrays of the rows of an n x m array, or another such
+  cell), and builds element i's bag from them, in the order and with the
+  additions (`plusv`) the evaluator makes: no number is added here, so the bags
+  and everything summed from them later are the evaluator's, bit for bit.
+* An add of such bags to a cell shared by the outer elements is n adds, in the
+  elements' order (`vbagadd`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from chad.compile.known import is_iota
+from chad.compile.support import padd
+from chad.compile.vector_support import PerElement, vtake2
+
+from .bag import BEMPTY, Bag, BArray
+
+
+class RowBags(PerElement):
+    """The bag cells of n outer elements: the common initial bag, then the
+    adds in order, each ("rows", vals, idx) — BArray (vals[i], idx) for
+    element i — or ("cell", RowBags) — that cell's bag of element i."""
+
+    __slots__ = ("init", "items")
+
+    def __init__(self, init=BEMPTY) -> None:
+        self.init = init
+        self.items: list = []
+
+    def bag(self, i: int):
+        acc = self.init
+        for kind, x, idx in self.items:
+            new = BArray(x[i], idx) if kind == "rows" else x.bag(i)
+            acc = padd(new, acc)
+        return acc
+
+    def finals(self, n: int) -> tuple:
+        return tuple(self.bag(i) for i in range(n))
+
+
+def item_bag(item, i: int):
+    kind, x, idx = item
+    return BArray(x[i], idx) if kind == "rows" else x.bag(i)
+
+
+def bag_cells(cells: list, base: int) -> None:
+    """The per-element cells that start as a bag (sequenceScoped's initial
+    values): RowBags from that bag."""
+    for level in range(base, len(cells)):
+        if isinstance(cells[level], Bag):
+            cells[level] = RowBags(cells[level])
+
+
+def vbagadd(cells: list, level: int, run, n: int, item) -> None:
+    """`add level b` by every outer element, b a bag of rows (item): into the
+    element's own cell (level >= base), kept in order; to a cell shared by the
+    elements, n adds in the elements' order (a forked half's cells log them:
+    chad/compile/parallel_support.py)."""
+    if level >= len(cells):
+        raise IndexError(f"add: level {level} out of range for {len(cells)} cells")
+    if level >= run.base:
+        cell = cells[level]
+        if type(cell) is not RowBags:
+            cell = cells[level] = RowBags(BEMPTY if cell is None else cell)
+        cell.items.append(item)
+        return
+    for i in range(n):
+        cells[level] = padd(item_bag(item, i), cells[level])
+
+
+def rows(vals, n: int, m: int):
+    """A batched value as the n x m array of rows of a BArray."""
+    out = np.asarray(vals, dtype=np.float64)
+    if out.shape != (n, m):
+        out = np.broadcast_to(out, (n, m))
+    return out
+
+
+def vadd2(cells: list, level: int, v, shape: tuple) -> None:
+    """`add level v` by every (outer, inner) element pair, into their own
+    real cells (an array of `shape`, made by the first add from the cells'
+    initial real, then added to in place)."""
+    cur = cells[level]
+    if type(cur) is np.ndarray and cur.shape == shape:
+        np.add(cur, v, out=cur)
+        return
+    if cur is None:
+        cur = 0.0
+    cells[level] = np.add(np.broadcast_to(np.asarray(v, dtype=np.float64), shape), cur)
+
+
+def final2(cell, init, shape: tuple):
+    """An inner scope's kept cells, as an array of `shape`: never added to,
+    its initial value (0.0 for none)."""
+    if type(cell) is np.ndarray and cell.shape == shape:
+        return cell
+    return np.full(shape, 0.0 if init is None else init)
+
+
+def flat(x, n: int):
+    """A batched real that depends on the outer loop only, as an array of n."""
+    x = np.asarray(x, dtype=np.float64)
+    if x.size == n:
+        return x.reshape(n)
+    return np.broadcast_to(x.reshape(-1)[:1] if x.size == 1 else x, (n,))
+
+
+def vtake2c(rows_, n: int, axis: int, cols, m: int, axis2: int, rank: int):
+    """`(gather (rows ! i) cols) ! j` for i < n at `axis` and j < m at `axis2`:
+    the rows' elements at cols[:m], as one block (an IndexError where the
+    evaluator's gather or index fails)."""
+    cols = np.asarray(cols)
+    if m > len(cols):
+        raise IndexError(f"index {len(cols)} out of range for an array of length {len(cols)}")
+    if is_iota(cols):
+        return vtake2(rows_, n, axis, m, axis2, rank)
+    width = len(cols)
+    block = vtake2(rows_, n, 0, _reach(rows_, n, cols), 1, 2).reshape(n, -1)
+    picked = block[:, cols[:m].astype(np.int64)] if width else block[:, :0]
+    if axis > axis2:
+        picked = picked.T
+    shape = [1] * rank
+    shape[axis] = n
+    shape[axis2] = m
+    return picked.reshape(shape)
+
+
+def _reach(rows_, n: int, cols) -> int:
+    """How far into every row the gather reads (every index checked against
+    every row, as the evaluator's gather of each row checks them)."""
+    if not len(cols):
+        return 0
+    lo, hi = int(np.min(cols)), int(np.max(cols))
+    if lo < 0:
+        raise IndexError(f"index {lo} out of range")
+    shortest = min((len(rows_[i]) for i in range(n)), default=hi + 1)
+    if hi >= shortest:
+        raise IndexError(f"index {hi} out of range for an array of length {shortest}")
+    return shortest
+
+
+class Nested:
+    """What a nested batched backpropagator handles (vector_support.VecBack's
+    `nested`): bag scopes; its inner loops' adds, each (s, k, levels): a loop
+    opened after s scopes of the outer element, with k cells, adding at those
+    absolute levels, which must be its own cells at the depth of the run."""
+
+    __slots__ = ("loops",)
+
+    def __init__(self, loops: tuple) -> None:
+        self.loops = loops
+
+    def accepts(self, init) -> bool:
+        return isinstance(init, Bag)
+
+    def ready(self, depth: int) -> bool:
+        return all(depth + s <= lv < depth + s + k for s, k, levels in self.loops
+                   for lv in levels)
