@@ -165,6 +165,7 @@ def _compiled_grad(prog: Program, d: Def, spec, evm: str, simplify: bool):
     entry, decode, dense = module.entry, _decoder(d, copy=False), convert.gradients(d.params)
     cells_of, ctg_of = spec.cells_of, convert.cotangent(d.result)
     real = isinstance(d.result, Real)
+    located = not compiled.rewrites(prog, False, spec.name, simplify)
 
     def at(*args, ctg=UNSET):
         vals = decode(args)
@@ -178,7 +179,7 @@ def _compiled_grad(prog: Program, d: Def, spec, evm: str, simplify: bool):
             value, back = _call(entry, *vals, ct)
         except Exception as e:  # without a location: replayed on the reference
             _replay(e, f"the gradient of {d.name}",
-                    lambda: grad(prog, d.name, evm, spec.name, "interp")(*args, ctg=ct))
+                    lambda: grad(prog, d.name, evm, spec.name, "interp")(*args, ctg=ct), located)
         return value, dense(vals, cells_of(back))
 
     return at
@@ -189,6 +190,7 @@ def _compiled_vjp(prog: Program, d: Def, spec, evm: str, simplify: bool):
     fwd, bwd, decode = forward.entry, backward.entry, _decoder(d)
     dense = convert.gradients(d.params)
     cells_of = spec.cells_of
+    located = not compiled.rewrites(prog, False, spec.name, simplify)
 
     def at(*args):
         vals = decode(args)
@@ -196,7 +198,7 @@ def _compiled_vjp(prog: Program, d: Def, spec, evm: str, simplify: bool):
             pair = _call(fwd, *vals)
         except Exception as e:  # without a location: replayed on the reference
             _replay(e, f"the forward pass of {d.name}",
-                    lambda: vjp(prog, d.name, evm, spec.name, "interp")(*args))
+                    lambda: vjp(prog, d.name, evm, spec.name, "interp")(*args), located)
         value = pair[0]
 
         def backprop(ctg=UNSET):
@@ -205,7 +207,8 @@ def _compiled_vjp(prog: Program, d: Def, spec, evm: str, simplify: bool):
                 back = _call(bwd, pair, ct)
             except Exception as e:  # without a location: replayed on the reference
                 _replay(e, f"the backward pass of {d.name}",
-                        lambda: vjp(prog, d.name, evm, spec.name, "interp")(*args)[1](ct))
+                        lambda: vjp(prog, d.name, evm, spec.name, "interp")(*args)[1](ct),
+                        located)
             return dense(vals, cells_of(back))
 
         return value, backprop

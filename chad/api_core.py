@@ -95,13 +95,14 @@ def primal(program: str | Program, fn: str | None = None, backend: str | None = 
         return interp
     module = compiled.primal_module(prog, d, simplify)
     entry, decode = module.entry, _decoder(d, copy=holds_array(d.result))
+    located = not compiled.rewrites(prog, True, "efficient", simplify)
 
     def at(*args):
         vals = decode(args)
         try:
             return _call(entry, *vals)
         except Exception as e:  # without a location: replayed on the reference
-            _replay(e, f"{d.name}", lambda: run(prog, args, d.name))
+            _replay(e, f"{d.name}", lambda: run(prog, args, d.name), located)
 
     return at
 
@@ -139,12 +140,14 @@ def _call(fn, *args):
         return run_deep(fn, *args)
 
 
-def _replay(error: Exception, label: str, reference) -> None:
-    """Compiled code failed: a ChadError with a location is the error to report;
-    any other exception is replayed on the interpreter, whose error (with the
-    program's location) is the one to report. If the interpreter succeeds, the
-    compiler is wrong: say so, never fall back to the interpreter's answer."""
-    if isinstance(error, ChadError) and error.loc is not None:
+def _replay(error: Exception, label: str, reference, located: bool = True) -> None:
+    """Compiled code failed: a ChadError with a location is the error to report
+    (`located`: unless the code is of a rewritten program, whose first failing
+    read may not be the interpreter's); any other exception is replayed on the
+    interpreter, whose error (with the program's location) is the one to
+    report. If the interpreter succeeds, the compiler is wrong: say so, never
+    fall back to the interpreter's answer."""
+    if located and isinstance(error, ChadError) and error.loc is not None:
         raise error
     reference()
     raise compiled.CompileError(

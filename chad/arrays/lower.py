@@ -12,13 +12,16 @@ compiler's vectorisation (chad/compile/vectorise.py, docs/compiler.md,
     sequenceScoped      map's reverse pass: that backpropagator on all cotangents
     fold of max / min   np.max / np.min where the fold's order cannot matter;
                         in a derivative (foldTree, unTree) np.argmax / argmin
+    a build of (y, backpropagator) pairs nested in a build, its unzip, gathers
+    of rows, length, and BFill / scatter / BArray in the backpropagators:
+                        a derivative's nested loops (chad/arrays/nested.py)
 """
 
 from __future__ import annotations
 
 from chad.compile.vectorise import (
-    BVal, Batcher, NotBatchable, _real_literal, abandon, back_function, elem_kind, nesting,
-    vectorise_loop,
+    BVal, Batcher, NotBatchable, _real_literal, abandon, back_function, bind_forward_lets,
+    elem_kind, nesting, vectorise_loop,
 )
 from chad.linear import LR
 from chad.terms import Build, Fold, Fst, Index, Lam, Let, MapA, Pair, Prim, Snd, Var
@@ -124,26 +127,26 @@ def batch_index(b: Batcher, t: Index) -> BVal:
         if i.kind == "idx" and kind is None and t.ty is None and b.closures:
             # untyped (a target term) in a nested forward pass: a row or a number
             return BVal("elem", src=a, axis=i.axis, dims={i.axis}, elem="R",
-                        size=b.sizes[i.axis])
+                        size=b.sizes[i.axis], inner=b.live() or None)
         if i.kind == "idx":
             n = b.sizes[i.axis]
             if kind is not None:
-                x = gen.atom(f"_vtake({a}, {n}, {i.axis!r}, {b.rank!r})")
+                x = gen.atom(f"_vtake({a}, {n}, {i.axis!r}, {b.rank!r}{b.live()})")
                 return BVal("num", x, {i.axis}, elem=kind)
             if isinstance(t.ty, ArrayT) and elem_kind(t.ty.elem) is not None:
                 return BVal("rows", src=a, axis=i.axis, dims={i.axis},
                             elem=elem_kind(t.ty.elem))
         elif i.kind == "num" and i.elem == "Z" and kind is not None:
-            x = gen.atom(f"_vgather({a}, {i.expr})")
+            x = gen.atom(f"_vgather({a}, {i.expr}{b.live()})")
             return BVal("num", x, i.dims, elem=kind, fresh=True)
     elif isinstance(a, BVal) and a.kind in ("rows", "elem") and isinstance(i, BVal) \
             and i.kind == "idx" and i.axis != a.axis:
         if a.inner is not None:  # the rows gathered at the columns a.inner
             x = gen.atom(f"{gen.const(vtake2c, 'B')}({a.src}, {b.sizes[a.axis]}, {a.axis!r}, "
-                         f"{a.inner}, {b.sizes[i.axis]}, {i.axis!r}, {b.rank!r})")
+                         f"{a.inner}, {b.sizes[i.axis]}, {i.axis!r}, {b.rank!r}{b.live()})")
         else:
             x = gen.atom(f"_vtake2({a.src}, {b.sizes[a.axis]}, {a.axis!r}, "
-                         f"{b.sizes[i.axis]}, {i.axis!r}, {b.rank!r})")
+                         f"{b.sizes[i.axis]}, {i.axis!r}, {b.rank!r}{b.live()})")
         return BVal("num", x, {a.axis, i.axis}, elem=a.elem)
     raise NotBatchable("an index other than a loop variable or a batched integer")
 
@@ -352,12 +355,8 @@ def _forward_pairs(gen, t, operand: str, label: str, holder: str) -> str | None:
             b.open_loop(n)
             first = BVal("idx", axis=0, dims={0}, elem="Z")
         saved = [b.bind(t.name, first)]
-        body = t.body
-        while type(body) is Let:
-            saved.append(b.bind(body.name, b.value(body.rhs)))
-            body = body.body
-        if type(body) is not Pair or type(body.right) is not Lam:
-            raise NotBatchable("the body is not a pair of a value and a backpropagator")
+        lets, body = bind_forward_lets(b, t.body)
+        saved.extend(lets)
         y = b.value(body.left)
         if isinstance(y, BVal) and not (y.kind == "num" and y.elem == "R"):
             raise NotBatchable("the values are not reals")

@@ -30,11 +30,12 @@ from __future__ import annotations
 import re
 
 from chad.compile.vectorise import (
-    BVal, Batcher, NotBatchable, _real_literal, abandon, nesting,
+    BVal, Batcher, NotBatchable, _real_literal, abandon, bind_forward_lets, function_block,
+    nesting, quiet_body,
 )
 import numpy as np
 
-from chad.terms import AddEVM, Ann, App, BindEVM, Lam, Let, LUnit, Pair, PureEVM, ScopeEVM, ThenEVM
+from chad.terms import AddEVM, Ann, App, BindEVM, Lam, Let, LUnit, PureEVM, ScopeEVM, ThenEVM
 
 from .nested_support import Nested, RowBags, bag_cells, final2, flat, vadd2, vbagadd
 from .nodes import BEmptyT, SequenceScoped
@@ -64,12 +65,8 @@ def forward_pairs_nested(gen, t, n: str) -> str | None:
         gen.indent += 2
         b.open_loop(n)
         saved = [b.bind(t.name, BVal("idx", axis=0, dims={0}, elem="Z"))]
-        body = t.body
-        while type(body) is Let:
-            saved.append(b.bind(body.name, b.value(body.rhs)))
-            body = body.body
-        if type(body) is not Pair or type(body.right) is not Lam:
-            raise NotBatchable("the body is not a pair of a value and a backpropagator")
+        lets, body = bind_forward_lets(b, t.body)
+        saved.extend(lets)
         y = b.value(body.left)
         if not (isinstance(y, BVal) and y.kind == "num" and y.elem == "R" and y.dims <= {0}):
             raise NotBatchable("the values are not reals of the outer loop")
@@ -168,36 +165,25 @@ def back_function_nested(b: Batcher, lam: Lam):
     for x in sorted(env):
         _atoms(env[x], atoms)
     names = {a: gen.fresh("c") for a in atoms}
-    saved = (gen.block, gen.indent, dict(gen.env), gen.cells, gen.pairs, gen.proj, gen.proj_log)
-    block = type(gen.block)()  # a new function's lines (codegen's Block)
     name = gen.fresh("vb")
     d, cells, run, n = gen.fresh("p"), gen.fresh("cells"), gen.fresh("p"), gen.fresh("p")
-    gen.block, gen.indent = block, 0
-    gen.emit(f"def {name}({', '.join(list(names.values()) + [d, cells, run, n])}):")
-    gen.indent = 1
-    gen.env.clear()
-    gen.cells, gen.pairs, gen.proj, gen.proj_log = None, {}, {}, []
     ex = Exec(gen, b.rank, cells, run, n)
-    try:
+    header = f"def {name}({', '.join(list(names.values()) + [d, cells, run, n])}):"
+    with function_block(gen, header) as block:
         for x, v in env.items():
             v = _renamed(v, names)
             if isinstance(v, BVal):
                 ex.bound[x] = v
             else:
                 gen.env[x] = v
-        gen.emit("with _quiet():")
-        gen.indent = 2
-        col = gen.atom(f"_np.reshape({d}, ({n},) + (1,) * {b.rank - 1!r})")
-        ex.bound[lam.name] = BVal("num", col, {0}, elem="R")
-        gen.emit(f"{gen.const(bag_cells, 'B')}({cells}, {run}.base)")
-        ex.run(lam.body)
-        gen.emit("pass")
-        gen.indent = 1
-        gen.emit("return None")
-    finally:
-        (gen.block, gen.indent, genv, gen.cells, gen.pairs, gen.proj, gen.proj_log) = saved
-        gen.env.clear()
-        gen.env.update(genv)
+
+        def body() -> None:
+            col = gen.atom(f"_np.reshape({d}, ({n},) + (1,) * {b.rank - 1!r})")
+            ex.bound[lam.name] = BVal("num", col, {0}, elem="R")
+            gen.emit(f"{gen.const(bag_cells, 'B')}({cells}, {run}.base)")
+            ex.run(lam.body)
+
+        quiet_body(gen, body)
     b.pending.append(block)
     b.pending.extend(ex.pending)
     loops = tuple((s, k, tuple(levels)) for s, k, levels in ex.loops)

@@ -20,7 +20,7 @@ import numpy as np
 
 from chad.compile.known import is_iota
 from chad.compile.support import padd
-from chad.compile.vector_support import PerElement, vtake2
+from chad.compile.vector_support import PerElement, place, vtake2
 
 from .bag import BEMPTY, Bag, BArray
 
@@ -73,6 +73,18 @@ def vbagadd(cells: list, level: int, run, n: int, item) -> None:
             cell = cells[level] = RowBags(BEMPTY if cell is None else cell)
         cell.items.append(item)
         return
+    kind, x, idx = item
+    if kind == "rows" and n and type(cells) is list:
+        # the n adds make BPlus(b_{n-1}, ... BPlus(b_0, cell)), whose pairs are
+        # b_{n-1}'s, ..., b_0's, then the cell's: the same pairs in one BArray
+        # (collect and scatter add them in that order: the same sums)
+        m = x.shape[1]
+        if idx is None or is_iota(idx):
+            idx = np.arange(m, dtype=np.int64)
+        vals = np.ascontiguousarray(x[::-1]).reshape(n * m)
+        cells[level] = padd(BArray(vals, np.tile(np.asarray(idx, dtype=np.int64), n)),
+                            cells[level])
+        return
     for i in range(n):
         cells[level] = padd(item_bag(item, i), cells[level])
 
@@ -114,10 +126,12 @@ def flat(x, n: int):
     return np.broadcast_to(x.reshape(-1)[:1] if x.size == 1 else x, (n,))
 
 
-def vtake2c(rows_, n: int, axis: int, cols, m: int, axis2: int, rank: int):
+def vtake2c(rows_, n: int, axis: int, cols, m: int, axis2: int, rank: int, live: int = 1):
     """`(gather (rows ! i) cols) ! j` for i < n at `axis` and j < m at `axis2`:
     the rows' elements at cols[:m], as one block (an IndexError where the
-    evaluator's gather or index fails)."""
+    evaluator's gather or index fails; `live` as vector_support.vtake's)."""
+    if not live or not m:
+        return vtake2(rows_, n, axis, m, axis2, rank, 0)
     cols = np.asarray(cols)
     if m > len(cols):
         raise IndexError(f"index {len(cols)} out of range for an array of length {len(cols)}")
@@ -126,12 +140,7 @@ def vtake2c(rows_, n: int, axis: int, cols, m: int, axis2: int, rank: int):
     width = len(cols)
     block = vtake2(rows_, n, 0, _reach(rows_, n, cols), 1, 2).reshape(n, -1)
     picked = block[:, cols[:m].astype(np.int64)] if width else block[:, :0]
-    if axis > axis2:
-        picked = picked.T
-    shape = [1] * rank
-    shape[axis] = n
-    shape[axis2] = m
-    return picked.reshape(shape)
+    return place(picked, n, axis, m, axis2, rank)
 
 
 def _reach(rows_, n: int, cols) -> int:

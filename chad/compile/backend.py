@@ -319,6 +319,18 @@ def _source(prog: Program, calls: bool, simplify: bool = True) -> dict:
     return _lru(_terms, _key(prog, None, "source", calls), build)
 
 
+def rewrites(prog: Program, calls: bool, transform: str = "efficient",
+             simplify: bool = True) -> bool:
+    """Whether the compiled code sees a def body rewritten (chad/compile/
+    source.py; with `calls`, the primal path's). The rewrites may change which
+    of two failing reads comes first, so an error of such code is reported by
+    replaying the call on the interpreter (chad/api_core.py, `_replay`)."""
+    if not _rewrites(transform, simplify):
+        return False
+    defs = _source(prog, calls, True)
+    return any(defs[d.name] is not d for d in prog.defs)
+
+
 def primal_module(prog: Program, d: Def, simplify: bool = True) -> Module:
     """The def's body as a function of its parameters."""
 

@@ -40,29 +40,35 @@ def vindex(n: int, axis: int, rank: int):
     return np.arange(n, dtype=np.int64).reshape(_shape(rank, axis, n))
 
 
-def vtake(a, n: int, axis: int, rank: int):
+def vtake(a, n: int, axis: int, rank: int, live: int = 1):
     """`a ! i` for every i < n, i the loop at `axis`: a's first n elements on
-    that axis (a view; an IndexError if a is shorter, as the evaluator's)."""
+    that axis (a view; an IndexError if a is shorter, as the evaluator's).
+    `live`: the number of elements of the region's loops (0: no element runs,
+    nothing is read, no error)."""
     _check_size(n)
     a = np.asarray(a)
+    if not live:
+        return np.zeros(_shape(rank, axis, n), dtype=a.dtype if a.dtype != object else None)
     if len(a) < n:
         raise IndexError(f"index {len(a)} out of range for an array of length {len(a)}")
     return a[:n].reshape(_shape(rank, axis, n))
 
 
-def vtake_real(a, n: int, axis: int, rank: int):
+def vtake_real(a, n: int, axis: int, rank: int, live: int = 1):
     """vtake of an array that must be an Array R (an untyped index in a nested
     forward pass): anything else fails the region's guard."""
     if not (type(a) is np.ndarray and a.dtype == np.float64):
         raise Fallback("not an Array R")
-    return vtake(a, n, axis, rank)
+    return vtake(a, n, axis, rank, live)
 
 
-def vgather(a, idx):
+def vgather(a, idx, live: int = 1):
     """`a ! j` for a batched integer j: fancy indexing after the evaluator's
-    bounds check (numpy would wrap a negative index)."""
+    bounds check (numpy would wrap a negative index); `live` as vtake's."""
     a = np.asarray(a)
     idx = np.asarray(idx)
+    if not live:
+        return np.zeros(idx.shape, dtype=a.dtype if a.dtype != object else None)
     if idx.size and (int(idx.min()) < 0 or int(idx.max()) >= len(a)):
         raise IndexError("an index out of range")
     if idx.dtype == object:  # exact integers (vint), in range: int64 now
@@ -138,11 +144,14 @@ def vineg(x):
     return np.negative(_exact(x))
 
 
-def vtake2(rows, n: int, axis: int, m: int, axis2: int, rank: int):
+def vtake2(rows, n: int, axis: int, m: int, axis2: int, rank: int, live: int = 1):
     """`rows ! i ! j` for i < n at `axis` and j < m at `axis2`: the rectangular
-    block of an array of arrays, as one 2-D array on those two axes."""
+    block of an array of arrays, as one 2-D array on those two axes; `live` as
+    vtake's (and with m = 0 no row is read)."""
     _check_size(n)
     _check_size(m)
+    if not live or not m:
+        return place(np.zeros((n, m)), n, axis, m, axis2, rank)
     if len(rows) < n:
         raise IndexError(f"index {len(rows)} out of range for an array of length {len(rows)}")
     first = np.asarray(rows[0]) if n else np.empty(0)
@@ -152,17 +161,17 @@ def vtake2(rows, n: int, axis: int, m: int, axis2: int, rank: int):
         except ValueError:  # ragged: the loop below finds the evaluator's error
             mat = None
         if mat is not None and mat.shape == (n, m):
-            return _place(mat, n, axis, m, axis2, rank)
+            return place(mat, n, axis, m, axis2, rank)
     mat = np.empty((n, m), dtype=first.dtype)
     for r in range(n):
         row = rows[r]
         if len(row) < m:
             raise IndexError(f"index {len(row)} out of range for an array of length {len(row)}")
         mat[r] = row[:m]
-    return _place(mat, n, axis, m, axis2, rank)
+    return place(mat, n, axis, m, axis2, rank)
 
 
-def _place(mat, n: int, axis: int, m: int, axis2: int, rank: int):
+def place(mat, n: int, axis: int, m: int, axis2: int, rank: int):
     """The n x m block mat on the region's axes `axis` and `axis2`."""
     if axis > axis2:
         mat = mat.T

@@ -29,6 +29,9 @@ compiled as before: its evaluation rule runs a per-element loop over the
 compiled body. Extension nodes declare their batching rule beside their other
 rules (`register_node(batch=...)`, chad/arrays/lower.py for the array nodes).
 
+A derivative's build nested in a build is a region of rank 2 whose pairs and
+lambdas are values (`Batcher.closures`, chad/arrays/nested.py).
+
 In a derivative, CHAD's forward pass of a map or build yields one
 backpropagator per element; where the body batches, `back_function` makes ONE
 function running their action for all elements at once (`execute_batched`:
@@ -47,6 +50,7 @@ floating-point warnings are silenced, the values being IEEE's as the evaluator's
 from __future__ import annotations
 
 import re
+from contextlib import contextmanager
 
 from chad import tables
 from chad.primitives import PRIMITIVES
@@ -270,8 +274,15 @@ class Batcher:
             return v.expr
         if v.kind == "elem":  # an untyped `a ! i` read as a number: a must be an Array R
             return self.gen.atom(f"_vtake_real({v.src}, {v.size}, {v.axis!r}, "
-                                 f"{self.rank!r})")
+                                 f"{self.rank!r}{v.inner or ''})")
         raise NotBatchable(f"an array ({v.kind}) where a number is expected")
+
+    def live(self) -> str:
+        """`, live` for a read in a region of nested loops: the number of
+        elements of the loops open (0: nothing is read; vector_support.vtake)."""
+        if len(self.sizes) < 2:
+            return ""
+        return ", " + self.gen.atom(" * ".join(self.sizes))
 
     def index(self, axis: int) -> str:
         """The loop variable at `axis` as a rank-D Array Z (made once per loop)."""
@@ -594,8 +605,6 @@ def back_function(b: Batcher, lam: Lam) -> tuple[str, list[str]]:
             caps.append((x, gen.env[x]))
         else:
             raise NotBatchable(f"unbound {type(lam).__name__}")
-    saved = (gen.block, gen.indent, dict(gen.env), gen.cells, gen.pairs, gen.proj, gen.proj_log)
-    block = type(gen.block)()  # a new function's lines (codegen's Block; no import of it)
     name = gen.fresh("vb")
     # one parameter per distinct captured value (two names bound to one atom,
     # as the region's shared expressions make them, are one parameter)
@@ -606,14 +615,10 @@ def back_function(b: Batcher, lam: Lam) -> tuple[str, list[str]]:
             of_atom[atom] = gen.fresh("c")
     params = list(of_atom.values())
     d, cells, base, n = gen.fresh("p"), gen.fresh("cells"), gen.fresh("p"), gen.fresh("p")
-    gen.block, gen.indent = block, 0
-    gen.emit(f"def {name}({', '.join(params + [d, cells, base, n])}):")
-    gen.indent = 1
-    gen.env.clear()
-    gen.cells, gen.pairs, gen.proj, gen.proj_log = None, {}, {}, []
     inner = Batcher(gen, 1)
     inner.sizes.append(n)
-    try:
+    with function_block(gen, f"def {name}({', '.join(params + [d, cells, base, n])}):") \
+            as block:
         for x, v in caps:
             p = of_atom[v.expr if isinstance(v, BVal) else v]
             if isinstance(v, BVal):
@@ -623,21 +628,56 @@ def back_function(b: Batcher, lam: Lam) -> tuple[str, list[str]]:
         inner.bound[lam.name] = BVal("num", d, {0}, elem="R")
         inner.outer = _in_terms_of(b._cse, of_atom)
         inner.captured = of_atom
-        gen.emit("with _quiet():")
-        gen.indent = 2
-        execute_batched(inner, lam.body, cells, base)
-        gen.emit("pass")
-        gen.indent = 1
-        gen.emit("return None")
-    finally:
-        (gen.block, gen.indent, env, gen.cells, gen.pairs, gen.proj, gen.proj_log) = saved
-        gen.env.clear()
-        gen.env.update(env)
+        quiet_body(gen, lambda: execute_batched(inner, lam.body, cells, base))
     if inner.outer_used:  # forward values it reads (tanh x of tanh's derivative): parameters
         extra = list(inner.outer_used.values())
         block.lines[0] = f"def {name}({', '.join(params + extra + [d, cells, base, n])}):"
     b.pending.append(block)
     return name, list(of_atom) + list(inner.outer_used)
+
+
+@contextmanager
+def function_block(gen, header: str):
+    """Generate a new top-level function (its `def` line `header`): the
+    generator's function, indentation, environment and cells are its own
+    inside the block and given back after; yields the function's Block, whose
+    lines are added to the module by whoever commits the region."""
+    saved = (gen.block, gen.indent, dict(gen.env), gen.cells, gen.pairs, gen.proj, gen.proj_log)
+    block = type(gen.block)()  # a new function's lines (codegen's Block; no import of it)
+    gen.block, gen.indent = block, 0
+    gen.emit(header)
+    gen.indent = 1
+    gen.env.clear()
+    gen.cells, gen.pairs, gen.proj, gen.proj_log = None, {}, {}, []
+    try:
+        yield block
+    finally:
+        (gen.block, gen.indent, env, gen.cells, gen.pairs, gen.proj, gen.proj_log) = saved
+        gen.env.clear()
+        gen.env.update(env)
+
+
+def quiet_body(gen, emit_body) -> None:
+    """A batched function's body: emit_body() inside `with _quiet():` (numpy's
+    warnings off), then `return None`."""
+    gen.emit("with _quiet():")
+    gen.indent = 2
+    emit_body()
+    gen.emit("pass")
+    gen.indent = 1
+    gen.emit("return None")
+
+
+def bind_forward_lets(b: Batcher, body) -> tuple[list, Pair]:
+    """The lets of a CHAD forward-pass body bound in b (what to unbind, in
+    order) and the pair (y, \\d -> m) they end in."""
+    saved = []
+    while type(body) is Let:
+        saved.append(b.bind(body.name, b.value(body.rhs)))
+        body = body.body
+    if type(body) is not Pair or type(body.right) is not Lam:
+        raise NotBatchable("the body is not a pair of a value and a backpropagator")
+    return saved, body
 
 
 _NAME = re.compile(r"\b[a-z]+[0-9]+\b")

@@ -1,0 +1,174 @@
+"""Nested loops in a derivative (chad/arrays/nested.py, chad/arrays/
+nested_support.py; docs/compiler.md, "Nested loops"): the forward pass of a
+build whose body has a build is batched over both loops, and the outer
+elements' backpropagators run as one batched function. Checked against the
+interpreter on the three runtimes (bit for bit where numpy performs the
+evaluator's operations, else within 1e-12 relative), that the batched code is
+what runs (and the per-element code where it must: an empty inner loop, a
+guard), the per-element reverse pass it falls back to, errors, and hostile
+names. Nothing here is timed.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import chad
+from chad.arrays import nested_support
+from chad.compile import backend, vector_support
+from chad.errors import ChadError
+from tests.test_vectorise import RUNTIMES, agree
+
+pytestmark = pytest.mark.filterwarnings("error::SyntaxWarning", "error::RuntimeWarning")
+
+SMV = ("def smv(m : Array (Array R), v : Array R) : R = "
+       "sum (build (length m) (\\i -> sum (build (length v) (\\j -> m ! i ! j * v ! j))))")
+MATVEC = ("def mv(m : Array (Array R), v : Array R) : Array R = "
+          "build (length m) (\\i -> sum (build (length v) (\\j -> m ! i ! j * v ! j)))")
+AFFINE = ("def aff(w : Array (Array R), b : Array R, x : Array R) : R = "
+          "sum (build (length w) (\\i -> "
+          "sum (build (length x) (\\j -> w ! i ! j * x ! j)) * 2.0 + b ! i))")
+TANH = ("def t(w : Array (Array R), x : Array R) : R = "
+        "sum (build (length w) (\\i -> sum (build (length x) (\\j -> tanh (w ! i ! j * x ! j)))))")
+# the inner loop adds to a cell of the outer element (s): its reverse pass runs
+# element by element (Nested.ready), the forward pass batched
+OUTER_CELL = ("def oc(m : Array (Array R), a : Array R, v : Array R) : R = "
+              "sum (build (length m) (\\i -> let s = a ! i in "
+              "sum (build (length v) (\\j -> m ! i ! j * v ! j * s))))")
+
+PROGRAMS = {"smv": SMV, "matvec": MATVEC, "affine": AFFINE, "tanh": TANH,
+            "outer_cell": OUTER_CELL}
+EXACT = {"smv", "matvec", "affine", "outer_cell"}
+
+
+def _args(name, rng, rows, cols):
+    m = [rng.normal(size=cols) for _ in range(rows)]
+    v = rng.normal(size=cols)
+    if name == "affine":
+        return m, rng.normal(size=rows), v
+    if name == "outer_cell":
+        return m, rng.normal(size=rows), v
+    return m, v
+
+
+def _grad(text, args, **kw):
+    if text is MATVEC:
+        rows = len(args[0])
+        ctg = list(np.linspace(-1.0, 2.0, rows)) if rows else []
+        return chad.grad(text, **kw)(*args, ctg=ctg)
+    return chad.grad(text, **kw)(*args)
+
+
+def _source(text, evm="array"):
+    prog = chad.load(text)
+    return backend.gradient_module(prog, prog.find(None), "efficient", evm).source
+
+
+@pytest.mark.parametrize("name", sorted(PROGRAMS))
+def test_the_outer_loop_of_the_gradient_is_batched(name):
+    source = _source(PROGRAMS[name])
+    assert "# build: vectorised (forward pass, nested loops)" in source
+    assert "per-element loop" not in source
+
+
+@pytest.mark.parametrize("evm", RUNTIMES)
+@pytest.mark.parametrize("name", sorted(PROGRAMS))
+@pytest.mark.parametrize("rows,cols", [(1, 1), (2, 3), (5, 4), (13, 7)])
+def test_nested_gradients_agree_with_the_interpreter(name, evm, rows, cols):
+    text = PROGRAMS[name]
+    rng = np.random.default_rng(rows * 100 + cols)
+    args = _args(name, rng, rows, cols)
+    before = vector_support.FELL_BACK[0]
+    got = _grad(text, args, evm=evm)
+    if evm != "map":  # the map runtime compiles no inlined code
+        assert vector_support.FELL_BACK[0] == before  # the batched code ran
+    agree(got, _grad(text, args, backend="interp", evm=evm), exact=name in EXACT)
+
+
+@pytest.mark.parametrize("name", ["smv", "affine"])
+def test_special_values_bit_for_bit(name):
+    text = PROGRAMS[name]
+    vals = [0.0, -0.0, 1.5, -2.0, np.inf, -np.inf, np.nan, 1e308, -1e308, 5e-324]
+    m = [np.array(vals[k:] + vals[:k]) for k in range(4)]
+    v = np.array(vals[::-1])
+    args = (m, v) if name == "smv" else (m, np.array(vals[:4]), v)
+    agree(_grad(text, args), _grad(text, args, backend="interp"), exact=True)
+
+
+@pytest.mark.parametrize("evm", ["array", "parallel"])
+def test_an_empty_inner_loop_runs_the_per_element_code(evm):
+    """CHAD's `case length = 0` guard: the batched forward pass takes the
+    non-empty branch; with an empty inner loop it falls back."""
+    args = ([np.zeros(0), np.zeros(0)], np.zeros(0))
+    before = vector_support.FELL_BACK[0]
+    got = chad.grad(SMV, evm=evm)(*args)
+    assert vector_support.FELL_BACK[0] == before + 1
+    agree(got, chad.grad(SMV, backend="interp", evm=evm)(*args), exact=True)
+    agree(chad.grad(SMV, evm=evm)([], np.ones(3)),
+          chad.grad(SMV, backend="interp", evm=evm)([], np.ones(3)), exact=True)
+
+
+def test_an_inner_loop_adding_to_an_outer_cell_runs_one_element_at_a_time(monkeypatch):
+    calls = []
+    original = vector_support._one_by_one
+    monkeypatch.setattr(vector_support, "_one_by_one",
+                        lambda *a: calls.append(1) or original(*a))
+    rng = np.random.default_rng(3)
+    args = _args("outer_cell", rng, 4, 3)
+    agree(_grad(OUTER_CELL, args), _grad(OUTER_CELL, args, backend="interp"), exact=True)
+    assert calls  # the levels were not the inner loop's own: element by element
+
+
+def test_the_per_element_reverse_pass_agrees_when_forced(monkeypatch):
+    monkeypatch.setattr(nested_support.Nested, "ready", lambda self, depth: False)
+    rng = np.random.default_rng(4)
+    for name in ("smv", "affine"):
+        args = _args(name, rng, 6, 5)
+        agree(_grad(PROGRAMS[name], args), _grad(PROGRAMS[name], args, backend="interp"),
+              exact=True)
+
+
+def test_vjp_runs_the_backward_pass_twice():
+    rng = np.random.default_rng(8)
+    args = _args("smv", rng, 5, 4)
+    value, back = chad.vjp(SMV)(*args)
+    want_value, want_back = chad.vjp(SMV, backend="interp")(*args)
+    agree(value, want_value, exact=True)
+    for ct in (1.0, -2.5):
+        agree(back(ct), want_back(ct), exact=True)
+
+
+def test_ragged_rows_fail_as_on_the_interpreter():
+    args = ([np.ones(3), np.ones(2)], np.ones(3))
+    with pytest.raises(ChadError) as compiled:
+        chad.grad(SMV)(*args)
+    with pytest.raises(ChadError) as interp:
+        chad.grad(SMV, backend="interp")(*args)
+    assert str(compiled.value) == str(interp.value)
+
+
+def test_hostile_names_never_reach_the_source():
+    text = (AFFINE.replace("w ", "exec ").replace("(length w)", "(length exec)")
+            .replace("w !", "exec !").replace("x ", "os ").replace("(length x)", "(length os)")
+            .replace("x !", "os !").replace("b ", "import ").replace("b !", "import !"))
+    assert "exec" in text and "import" in text
+    source = _source(text)
+    assert "exec" not in source and "import" not in source and "os." not in source
+    rng = np.random.default_rng(9)
+    args = _args("affine", rng, 3, 2)
+    agree(chad.grad(text)(*args), chad.grad(text, backend="interp")(*args), exact=True)
+
+
+def test_row_bags_are_built_with_the_evaluators_additions():
+    """RowBags replays the element's adds with plusv, in order."""
+    from chad.arrays.bag import BArray, BPlus
+
+    vals = np.arange(6.0).reshape(2, 3)
+    cell = nested_support.RowBags()
+    cell.items.append(("rows", vals, None))
+    cell.items.append(("rows", vals * 2, None))
+    bag = cell.bag(1)
+    assert type(bag) is BPlus and type(bag.left) is BArray
+    assert list(bag.left.vals) == [6.0, 8.0, 10.0] and list(bag.right.vals) == [3.0, 4.0, 5.0]
+    assert len(cell.finals(2)) == 2
