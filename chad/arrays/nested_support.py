@@ -37,6 +37,9 @@ class RowBags(PerElement):
         self.items: list = []
 
     def bag(self, i: int):
+        if len(self.items) == 1 and self.init is BEMPTY:  # plusv(b, BEmpty) is b
+            kind, x, idx = self.items[0]
+            return BArray(x[i], idx) if kind == "rows" else x.bag(i)
         acc = self.init
         for kind, x, idx in self.items:
             new = BArray(x[i], idx) if kind == "rows" else x.bag(i)

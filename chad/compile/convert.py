@@ -48,6 +48,18 @@ def _fast_value(ty: Type, copy: bool = True):
             return _SLOW
 
         return floats
+    if isinstance(ty, ArrayT) and isinstance(ty.elem, ArrayT) and isinstance(ty.elem.elem, Real):
+        def rows(j):
+            # a list or tuple of float64 rows (a matrix as the API takes it):
+            # the tuple of them, each copied unless `copy` is False
+            if type(j) is not list and type(j) is not tuple:
+                return _SLOW
+            for r in j:
+                if not (type(r) is np.ndarray and r.ndim == 1 and r.dtype == np.float64):
+                    return _SLOW
+            return tuple([r.copy() for r in j]) if copy else tuple(j)
+
+        return rows
     return lambda j: _SLOW
 
 

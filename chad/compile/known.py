@@ -27,23 +27,31 @@ import weakref
 import numpy as np
 
 
+class _Ref(weakref.ref):
+    """A weak reference that remembers the id it is filed under."""
+
+    __slots__ = ("key",)
+
+
 class Known:
     """A set of live arrays, by identity."""
 
-    __slots__ = ("_refs",)
+    __slots__ = ("_refs", "_drop")
 
     def __init__(self) -> None:
         self._refs: dict[int, weakref.ref] = {}
-
-    def add(self, a: np.ndarray) -> np.ndarray:
-        key = id(a)
         refs = self._refs
 
-        def drop(ref) -> None:
-            if refs.get(key) is ref:
-                del refs[key]
+        def drop(ref) -> None:  # one callback for all (no closure made per add)
+            if refs.get(ref.key) is ref:
+                del refs[ref.key]
 
-        refs[key] = weakref.ref(a, drop)
+        self._drop = drop
+
+    def add(self, a: np.ndarray) -> np.ndarray:
+        ref = _Ref(a, self._drop)
+        ref.key = key = id(a)
+        self._refs[key] = ref
         return a
 
     def __contains__(self, a) -> bool:
