@@ -16,7 +16,8 @@ vectorised runs element by element); the log-log slope of its time over n is
 fitted on the sizes measured. Before timing, chad's value and gradient are
 checked against the numpy VJP's at every size. Results: benchmarks/out/vectorised.md
 and the plot benchmarks/out/vectorised.png (with matplotlib).
-Nothing here fails on time.
+Nothing here fails on time. `--quick`: the two smallest sizes, 3 rounds;
+`--only=dot,sum-matvec`: those programs, printed only (nothing written).
 """
 
 from __future__ import annotations
@@ -427,14 +428,26 @@ def dot_memory(n: int = 10**6) -> dict:
 def main(argv: list[str] | None = None) -> None:
     argv = argv or []
     quick = "--quick" in argv
+    only = None
+    for a in argv:  # --only=a,b: a subset, printed only (the table and plot keep every program)
+        if a.startswith("--only="):
+            only = [x for x in a[len("--only="):].split(",") if x]
+            unknown = [x for x in only if x not in PROGRAMS]
+            if unknown or not only:
+                raise SystemExit(f"--only= takes names among {', '.join(PROGRAMS)}; got {only}")
     rounds = 3 if quick else ROUNDS
     rows: list = []
     slopes: dict = {}
     series: dict = {}
     print("  ".join(HEADER))
     for name in PROGRAMS:
+        if only is not None and name not in only:
+            continue
         sizes = SIZES[name][:2] if quick else SIZES[name]
         run_case(name, sizes, rounds, rows, slopes, series)
+    if only is not None:
+        print(f"slopes: {slopes} (--only: nothing written)")
+        return
     lines = ["# Vectorised arrays: chad compiled against numpy, JAX and PyTorch", "",
              f"`python -m benchmarks vectorised` ({time.strftime('%Y-%m-%d %H:%M')}, "
              f"Python {sys.version.split()[0]}, numpy {np.__version__}); per call, median "

@@ -144,6 +144,39 @@ class BArray(Bag):
         return f"BArray({list(self.vals)!r}, idx={None if self.idx is None else list(self.idx)})"
 
 
+class BRows(BArray):
+    """n adds of `BArray (rows[k])` (identity indices) to one cell, k = 0 ..
+    n-1 in that order: as a bag, the BArray of their pairs in the order their
+    chain BPlus(b_{n-1}, ... BPlus(b_0, cell)) lists them (last row first). Its
+    pairs are made only when something collects them; a dense sum reads the
+    rows themselves (`_dense_parts`: the same additions, in the same order).
+    Made by a nested loop's reverse pass (chad/arrays/nested_support.py)."""
+
+    __slots__ = ("rows", "_vals", "_idx")
+
+    def __init__(self, rows: np.ndarray):
+        self.rows = rows
+        self._vals = self._idx = None
+        self._size = None
+
+    @property
+    def vals(self):
+        if self._vals is None:
+            self._vals = np.ascontiguousarray(self.rows[::-1]).reshape(-1)
+        return self._vals
+
+    @property
+    def idx(self):
+        if self._idx is None:
+            n, m = self.rows.shape
+            self._idx = np.tile(np.arange(m, dtype=np.int64), n)
+        return self._idx
+
+    def parts(self) -> list:
+        """The rows in the pairs' order (last first)."""
+        return [self.rows[k] for k in range(len(self.rows) - 1, -1, -1)]
+
+
 @frozen
 class BagT(LType):
     """The linear type Bag (Z × elem): D[Array τ]₂ with elem = D[τ]₂."""
@@ -321,6 +354,8 @@ def dense_real(bag, n: int, take: bool = False):
     has no -0.0 (chad/compile/known.py), for which 0.0 + v is v, and that
     nothing but the bag holds (as numpy's own elision of temporaries, by its
     reference count) is the result itself: the bag, used affinely, gives it up."""
+    if type(bag) is BRows and bag.rows.ndim == 2 and bag.rows.shape[1] == n:
+        bag = BPlus(BEMPTY, bag)  # its rows are the parts of a sum
     if type(bag) is BArray and bag.idx is None:
         v = bag.vals
         if isinstance(v, np.ndarray) and v.dtype == np.float64 and v.shape == (n,):
@@ -360,7 +395,12 @@ def _dense_parts(bag, n: int) -> list | None:
     identity indices, left to right; None for any other bag."""
     parts = []
     for b, _nodes in leaves(bag):
-        if type(b) is BArray and b.idx is None:
+        if type(b) is BRows:
+            rows = b.rows
+            if not (rows.dtype == np.float64 and rows.ndim == 2 and rows.shape[1] == n):
+                return None
+            parts.extend(b.parts())
+        elif type(b) is BArray and b.idx is None:
             v = b.vals
             if not (isinstance(v, np.ndarray) and v.dtype == np.float64 and v.shape == (n,)):
                 return None

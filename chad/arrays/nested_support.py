@@ -22,7 +22,7 @@ from chad.compile.known import is_iota
 from chad.compile.support import padd
 from chad.compile.vector_support import PerElement, place, vtake2
 
-from .bag import BEMPTY, Bag, BArray
+from .bag import BEMPTY, Bag, BArray, BRows
 
 
 class RowBags(PerElement):
@@ -47,7 +47,34 @@ class RowBags(PerElement):
         return acc
 
     def finals(self, n: int) -> tuple:
+        rows = self._rows()
+        if rows is not None and rows.shape[0] == n:
+            return RowsTuple(rows, [BArray(rows[i]) for i in range(n)])
         return tuple(self.bag(i) for i in range(n))
+
+    def _rows(self):
+        """The matrix whose rows are the elements' bags (at the identity
+        indices), when this cell's only add is one, maybe through cells."""
+        cell = self
+        while len(cell.items) == 1 and cell.init is BEMPTY:
+            kind, x, idx = cell.items[0]
+            if kind == "rows":
+                ok = idx is None or (is_iota(idx) and len(idx) == x.shape[1])
+                return x if ok and x.ndim == 2 else None
+            cell = x
+        return None
+
+
+class RowsTuple(tuple):
+    """The tuple of n bags BArray (matrix[i]): `matrix` for a dense sum of all
+    rows at once (chad/arrays/cotangents.py)."""
+
+    matrix: np.ndarray
+
+    def __new__(cls, matrix, bags):
+        out = super().__new__(cls, bags)
+        out.matrix = matrix
+        return out
 
 
 def item_bag(item, i: int):
@@ -77,16 +104,11 @@ def vbagadd(cells: list, level: int, run, n: int, item) -> None:
         cell.items.append(item)
         return
     kind, x, idx = item
-    if kind == "rows" and n and type(cells) is list:
+    if kind == "rows" and n and type(cells) is list and (idx is None or is_iota(idx)):
         # the n adds make BPlus(b_{n-1}, ... BPlus(b_0, cell)), whose pairs are
-        # b_{n-1}'s, ..., b_0's, then the cell's: the same pairs in one BArray
-        # (collect and scatter add them in that order: the same sums)
-        m = x.shape[1]
-        if idx is None or is_iota(idx):
-            idx = np.arange(m, dtype=np.int64)
-        vals = np.ascontiguousarray(x[::-1]).reshape(n * m)
-        cells[level] = padd(BArray(vals, np.tile(np.asarray(idx, dtype=np.int64), n)),
-                            cells[level])
+        # b_{n-1}'s, ..., b_0's, then the cell's: the same pairs, in that order,
+        # as one bag (collect and scatter, or a dense sum, add the same numbers)
+        cells[level] = padd(BRows(x), cells[level])
         return
     for i in range(n):
         cells[level] = padd(item_bag(item, i), cells[level])
