@@ -172,3 +172,62 @@ def test_row_bags_are_built_with_the_evaluators_additions():
     assert type(bag) is BPlus and type(bag.left) is BArray
     assert list(bag.left.vals) == [6.0, 8.0, 10.0] and list(bag.right.vals) == [3.0, 4.0, 5.0]
     assert len(cell.finals(2)) == 2
+
+
+SPECIAL_ROWS = np.array([[0.0, -0.0, 1.5, np.inf], [-0.0, -0.0, -1.5, -np.inf],
+                         [np.nan, 0.0, 1e308, 2.0], [-0.0, 5e-324, 1e308, -2.0]])
+
+
+def _chain(rows, cell):
+    """The bag the evaluator's n adds of BArray (rows[k]) make."""
+    from chad.compile.support import padd
+    from chad.arrays.bag import BArray
+
+    for k in range(len(rows)):
+        cell = padd(BArray(rows[k].copy()), cell)
+    return cell
+
+
+def _bits(a):
+    return np.asarray(a, dtype=np.float64).tobytes()
+
+
+@pytest.mark.parametrize("before", [None, "bag"])
+def test_a_brows_bag_sums_as_its_chain_of_adds(before):
+    from chad.arrays.bag import BArray, BEMPTY, BRows, collect, scatter, to_dense, zeros
+    from chad.compile.support import padd
+    from chad.linear import LR
+
+    cell = BEMPTY if before is None else BArray(np.array([1.0, -0.0, 3.0, -0.0]))
+    rows = SPECIAL_ROWS
+    want = to_dense(_chain(rows, cell), 4, LR())
+    got_bag = padd(BRows(rows), cell)
+    assert _bits(to_dense(got_bag, 4, LR())) == _bits(want)
+    # collected pair by pair (its vals and idx made), the same sums again
+    pairs, _ = collect(got_bag, LR())
+    assert _bits(scatter(zeros(4, LR())[0], pairs, LR())[0]) == _bits(want)
+    # a later add on its left
+    later = BArray(np.array([-0.0, 2.0, -3.0, 0.0]))
+    assert _bits(to_dense(padd(later, got_bag), 4, LR())) == \
+        _bits(to_dense(padd(later, _chain(rows, cell)), 4, LR()))
+
+
+def test_rows_densified_at_once_as_one_by_one():
+    from chad.arrays.bag import BArray
+    from chad.arrays.cotangents import densify
+    from chad.types import ArrayT, R
+
+    ty = ArrayT(ArrayT(R))
+    rows = SPECIAL_ROWS
+    tup = nested_support.RowsTuple(rows, [BArray(rows[i]) for i in range(4)])
+    primal = tuple(np.zeros(4) for _ in range(4))
+    fast = densify(ty, primal, BArray(tup))
+    slow = densify(ty, primal, BArray(tuple(tup)))  # a plain tuple: row by row
+    assert [_bits(r) for r in fast] == [_bits(r) for r in slow]
+    # rows longer than the primal's: the general path (and its error)
+    short = tuple(np.zeros(3) for _ in range(4))
+    with pytest.raises(Exception) as one:
+        densify(ty, short, BArray(tup))
+    with pytest.raises(Exception) as other:
+        densify(ty, short, BArray(tuple(tup)))
+    assert type(one.value) is type(other.value) and str(one.value) == str(other.value)
