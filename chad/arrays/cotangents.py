@@ -73,8 +73,8 @@ def _rows_at_once(ty: ArrayT, primal, ct, n: int):
     if mat.shape[0] != n or mat.dtype != np.float64:
         return None
     m = mat.shape[1]
-    for i in range(n):
-        if len(element(primal, i)) != m:
+    for row in primal:
+        if len(row) != m:
             return None
     with quiet():
         return tuple(np.add(mat, 0.0))
