@@ -16,6 +16,8 @@ axis 1.
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 
 from chad.compile.known import is_iota
@@ -93,8 +95,8 @@ def bag_cells(cells: list, base: int) -> None:
 def vbagadd(cells: list, level: int, run, n: int, item) -> None:
     """`add level b` by every outer element, b a bag of rows (item): into the
     element's own cell (level >= base), kept in order; to a cell shared by the
-    elements, n adds in the elements' order (a forked half's cells log them:
-    chad/compile/parallel_support.py)."""
+    elements, kept until the pass ends (`shared_adds`: element 0's adds, then
+    element 1's, ..., as the evaluator runs them)."""
     if level >= len(cells):
         raise IndexError(f"add: level {level} out of range for {len(cells)} cells")
     if level >= run.base:
@@ -103,15 +105,31 @@ def vbagadd(cells: list, level: int, run, n: int, item) -> None:
             cell = cells[level] = RowBags(BEMPTY if cell is None else cell)
         cell.items.append(item)
         return
-    kind, x, idx = item
-    if kind == "rows" and n and type(cells) is list and (idx is None or is_iota(idx)):
-        # the n adds make BPlus(b_{n-1}, ... BPlus(b_0, cell)), whose pairs are
-        # b_{n-1}'s, ..., b_0's, then the cell's: the same pairs, in that order,
-        # as one bag (collect and scatter, or a dense sum, add the same numbers)
-        cells[level] = padd(BRows(x), cells[level])
-        return
+    later = run.later.get(level)
+    if later is None:
+        later = run.later[level] = (partial(shared_adds, n=n), [])
+    later[1].append(item)
+
+
+def shared_adds(cells: list, level: int, items: list, n: int) -> None:
+    """The adds of bags of rows that n outer elements make to one shared cell,
+    in the evaluator's order: element i's adds (in the order of `items`), for
+    i = 0 .. n-1, each `cell = plusv(b, cell)` (a forked half's cells log them:
+    chad/compile/parallel_support.py). When every add is of rows at the
+    identity indices, the same chain of adds is one BRows bag of the rows
+    interleaved in that order."""
+    if type(cells) is list and all(kind == "rows" and (idx is None or is_iota(idx))
+                                   and x.ndim == 2 and x.shape[0] == n
+                                   for kind, x, idx in items):
+        widths = {x.shape[1] for _kind, x, _idx in items}
+        if len(widths) == 1:
+            rows = items[0][1] if len(items) == 1 else \
+                np.stack([x for _kind, x, _idx in items], axis=1).reshape(n * len(items), -1)
+            cells[level] = padd(BRows(rows), cells[level])
+            return
     for i in range(n):
-        cells[level] = padd(item_bag(item, i), cells[level])
+        for item in items:
+            cells[level] = padd(item_bag(item, i), cells[level])
 
 
 def rows(vals, n: int, m: int):

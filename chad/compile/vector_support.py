@@ -55,11 +55,23 @@ def vtake(a, n: int, axis: int, rank: int, live: int = 1):
 
 
 def vtake_real(a, n: int, axis: int, rank: int, live: int = 1):
-    """vtake of an array that must be an Array R (an untyped index in a nested
-    forward pass): anything else fails the region's guard."""
-    if not (type(a) is np.ndarray and a.dtype == np.float64):
-        raise Fallback("not an Array R")
+    """vtake of an array of numbers (an untyped index in a nested forward pass,
+    read as a number): an Array R or an Array Z of int64 (an array literal, a
+    tuple, as one); anything else (an array of arrays, integers beyond int64)
+    fails the region's guard."""
+    if type(a) is not np.ndarray:
+        if type(a) is not tuple or not all(type(x) is float or type(x) is int for x in a):
+            raise Fallback("not an array of numbers")
+        try:
+            a = np.asarray(a) if a else np.zeros(0)
+        except OverflowError:
+            raise Fallback("integers beyond int64") from None
+    if a.ndim != 1 or a.dtype not in _NUMBERS:
+        raise Fallback("not an array of numbers")
     return vtake(a, n, axis, rank, live)
+
+
+_NUMBERS = (np.dtype(np.float64), np.dtype(np.int64))
 
 
 def vgather(a, idx, live: int = 1):
@@ -300,12 +312,15 @@ class Pass:
     the contributions to each shared cell, kept to be added in the evaluator's
     order when the run ends (`flush`)."""
 
-    __slots__ = ("base", "pending", "owned")
+    __slots__ = ("base", "pending", "owned", "later")
 
     def __init__(self, base: int) -> None:
         self.base = base
         self.pending: dict[int, list] = {}
         self.owned: set[int] = set()  # per-element cells holding an array vadd made
+        # contributions of other kinds to shared cells (bags of rows: chad/arrays/
+        # nested_support.py), level -> (how to add them, their list), added last
+        self.later: dict[int, tuple] = {}
 
     def flush(self, cells: list) -> None:
         """Add the contributions to the shared cells. The evaluator runs element
@@ -324,6 +339,8 @@ class Pass:
                 cells.defer(level, seq, run)
             else:
                 cells[level] = run(seq, cells[level])
+        for level, (add_all, items) in self.later.items():
+            add_all(cells, level, items)
 
 
 def cumsum_from(seq, cur) -> float:
