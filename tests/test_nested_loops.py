@@ -109,15 +109,41 @@ def test_an_empty_inner_loop_runs_the_per_element_code(evm):
           chad.grad(SMV, backend="interp", evm=evm)([], np.ones(3)), exact=True)
 
 
-def test_an_inner_loop_adding_to_an_outer_cell_runs_one_element_at_a_time(monkeypatch):
+def test_inner_loops_adding_to_outer_and_shared_cells_stay_batched(monkeypatch):
+    """An inner loop adding to a cell of the outer element (s) or to a shared
+    one (a captured real c): the contributions summed in the evaluator's order
+    (nested_support.inner_adds), no element-by-element reverse pass."""
     calls = []
     original = vector_support._one_by_one
     monkeypatch.setattr(vector_support, "_one_by_one",
                         lambda *a: calls.append(1) or original(*a))
-    rng = np.random.default_rng(3)
-    args = _args("outer_cell", rng, 4, 3)
-    agree(_grad(OUTER_CELL, args), _grad(OUTER_CELL, args, backend="interp"), exact=True)
-    assert calls  # the levels were not the inner loop's own: element by element
+    shared = ("def sc(m : Array (Array R), c : R, v : Array R) : R = "
+              "sum (build (length m) (\\i -> c * 3.0 + sum (build (length v) "
+              "(\\j -> m ! i ! j * v ! j * c + c))))")
+    rowmap = ("def rm(m : Array (Array R), c : R) : R = "
+              "sum (build (length m) (\\i -> sum (map (\\x -> x * c * x) (m ! i))))")
+    for rows, cols in [(1, 1), (4, 3), (9, 6)]:
+        rng = np.random.default_rng(rows + cols)
+        args = _args("outer_cell", rng, rows, cols)
+        agree(_grad(OUTER_CELL, args), _grad(OUTER_CELL, args, backend="interp"), exact=True)
+        m, v = args[0], args[2]
+        for evm in RUNTIMES:
+            agree(chad.grad(shared, evm=evm)(m, 0.7, v),
+                  chad.grad(shared, backend="interp", evm=evm)(m, 0.7, v), exact=True)
+            agree(chad.grad(rowmap, evm=evm)(m, -1.3),
+                  chad.grad(rowmap, backend="interp", evm=evm)(m, -1.3), exact=True)
+    assert not calls
+    for text in (shared, rowmap):
+        assert "forward pass, nested loops" in _source(text)
+
+
+def test_ragged_rows_of_a_map_run_the_per_element_code():
+    rowmap = ("def rm(m : Array (Array R)) : R = "
+              "sum (build (length m) (\\i -> sum (map (\\x -> x * x) (m ! i))))")
+    args = ([np.ones(3), np.arange(2.0)],)
+    before = vector_support.FELL_BACK[0]
+    agree(chad.grad(rowmap)(*args), chad.grad(rowmap, backend="interp")(*args), exact=True)
+    assert vector_support.FELL_BACK[0] == before + 1
 
 
 def test_the_per_element_reverse_pass_agrees_when_forced(monkeypatch):

@@ -53,7 +53,7 @@ def register() -> None:
     register_node(MapA, compiled="eval", eval=E.eval_map, chad=X.chad_map,
                   forward=FW.forward_map, show=show.show_map,
                   batch=lower.batch_map, vectorise=lower.vectorise_map)
-    vectorise.LOOP_NODES.update((Build, MapA))
+    vectorise.LOOP_NODES.update((Build, MapA, UnzipMap))
     # target-only forms (chad/arrays/nodes.py)
     register_node(BEmptyT, compiled=lower.lower_bempty, eval=E.eval_bempty, show=show.show_bempty)
     register_node(BOneT, compiled="eval", eval=E.eval_bone, show=show.show_bone)
@@ -69,7 +69,7 @@ def register() -> None:
                   forward=FW.forward_unzip, vectorise=lower.vectorise_unzip,
                   batch=lower.batch_unzip)
     register_node(UnzipMap, compiled="eval", eval=E.eval_unzip_map, show=show.show_unzip_map,
-                  vectorise=lower.vectorise_unzip_map)
+                  vectorise=lower.vectorise_unzip_map, batch=lower.batch_unzip_map)
     register_node(ScatterBag, compiled="eval", eval=E.eval_scatter_bag, show=show.show_scatter_bag,
                   vectorise=lower.vectorise_scatter, batch=lower.batch_scatter)
     register_node(Gather, compiled=lower.lower_gather, eval=E.eval_gather, show=show.show_gather,

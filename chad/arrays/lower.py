@@ -30,7 +30,7 @@ from chad.types import ArrayT, Real
 from .bag import BEMPTY, BArray, as_bag, collect, dense_real, scatter, zeros
 from .evaluate import bfill, gather
 from .nested import forward_pairs_nested
-from .nested_support import vtake2c
+from .nested_support import row_length, vtake2c
 from .nodes import (
     Collect, FoldTree, Scatter, ScatterBag, SequenceScoped, UnTree, Unzip, UnzipMap, Zeros,
 )
@@ -201,6 +201,11 @@ def batch_unzip(b: Batcher, t: Unzip) -> BVal:
     a = b.value(t.arr)
     if not (isinstance(a, BVal) and a.kind == "pairs"):
         raise NotBatchable("an unzip of pairs not built in the loop")
+    return batch_unzip_pairs(a)
+
+
+def batch_unzip_pairs(a: BVal) -> BVal:
+    """The ys and the backpropagators of the "pairs" a."""
     y, back = a.inner.inner
     if not (isinstance(y, BVal) and y.kind == "num" and y.elem == "R"):
         raise NotBatchable("the values are not reals")
@@ -211,11 +216,42 @@ def batch_unzip(b: Batcher, t: Unzip) -> BVal:
     return BVal("tuple", dims=ys.dims | backs.dims, inner=(ys, backs))
 
 
+def batch_unzip_map(b: Batcher, t: UnzipMap) -> BVal:
+    """`unzipMap (x. (y, \\d -> m)) (a ! i)` in a nested forward pass: the map
+    over each outer element's row as the next loop, over the rows' common
+    length (checked at run time: ragged rows fail the region's guard); its ys
+    and its backpropagators ("backs"), as batch_unzip's."""
+    a = b.value(t.arr)
+    if not (b.closures and isinstance(t.elem, Real) and isinstance(a, BVal)
+            and a.kind in ("rows", "elem") and a.inner is None):
+        raise NotBatchable("a map over an array other than a row")
+    gen = b.gen
+    n = b.sizes[a.axis]
+    size = gen.atom(f"{gen.const(row_length, 'B')}({a.src}, {n})")
+    axis = b.open_loop(size)
+    try:
+        x = gen.atom(f"_vtake2({a.src}, {n}, {a.axis!r}, {size}, {axis!r}, {b.rank!r}{b.live()})")
+        saved = b.bind(t.name, BVal("num", x, {a.axis, axis}, elem="R"))
+        try:
+            body = b.value(t.body)
+        finally:
+            b.unbind(saved)
+    finally:
+        b.close_loop()
+    if not (isinstance(body, BVal) and body.kind == "tuple"):
+        raise NotBatchable("the body is not a pair of a value and a backpropagator")
+    return batch_unzip_pairs(BVal("pairs", dims=body.dims - {axis}, axis=axis, size=size,
+                                  inner=body))
+
+
 def batch_length(b: Batcher, t) -> str:
     """length of an array built in the loop: its size (unbatched)."""
     a = b.value(t.expr)
     if isinstance(a, BVal) and a.kind == "arr":
         return a.size
+    if b.closures and isinstance(a, BVal) and a.kind in ("rows", "elem") and a.inner is None:
+        # the rows' common length, in a nested forward pass (ragged: its guard fails)
+        return b.gen.atom(f"{b.gen.const(row_length, 'B')}({a.src}, {b.sizes[a.axis]})")
     raise NotBatchable("length of a batched value")
 
 

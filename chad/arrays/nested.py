@@ -37,7 +37,9 @@ import numpy as np
 
 from chad.terms import AddEVM, Ann, App, BindEVM, Lam, Let, LUnit, PureEVM, ScopeEVM, ThenEVM
 
-from .nested_support import Nested, RowBags, bag_cells, final2, flat, vadd2, vbagadd
+from .nested_support import (
+    Nested, RowBags, bag_cells, final2, flat, inner_adds, vadd_in, vbagadd,
+)
 from .nodes import BEmptyT, SequenceScoped
 
 _LOCAL = re.compile(r"[a-z]+[0-9]+")
@@ -254,14 +256,15 @@ class Exec(Batcher):
         gen = self.gen
         v = self.value(term)
         if self.inner is not None:
-            first, shape, levels = self.inner
+            first, shape, levels, buf = self.inner
             if isinstance(v, BVal) and not (v.kind == "num" and v.elem == "R"):
                 raise NotBatchable("an add of a value that is not a real in an inner loop")
             if not isinstance(v, BVal) and not _real_literal(term):
                 raise NotBatchable("an add of an unbatched value")
             levels.append(level)
             x = self.numbers(v) if isinstance(v, BVal) else v
-            gen.emit(f"{gen.const(vadd2, 'B')}({self.cells}, {level!r}, {x}, {shape})")
+            gen.emit(f"{gen.const(vadd_in, 'B')}({self.cells}, {level!r}, {first}, {buf}, {x}, "
+                     f"{shape})")
             return
         if isinstance(v, BVal) and v.kind in ("barr", "bagcell"):
             item = (f"('rows', {gen.const(_rows_of, 'B')}({v.expr}, {self.n}), {v.inner})"
@@ -336,11 +339,13 @@ class Exec(Batcher):
         gen.emit(f"{self.cells}.extend(({''.join(i + ', ' for i in inits)}))")
         levels: list = []
         self.loops.append((self.scopes, len(inits), levels))
-        self.inner = (first, shape, levels)
+        buf = gen.atom("{}", "b")  # its adds to cells not its own (nested_support.vadd_in)
+        self.inner = (first, shape, levels, buf)
         try:
             self.apply(fns.inner, ctgs)
         finally:
             self.inner = None
+        gen.emit(f"{gen.const(inner_adds, 'B')}({self.cells}, {self.run_}, {buf}, {shape})")
         fin = gen.fresh("v")
         gen.emit(f"{fin} = {self.cells}[{first}:]")
         gen.emit(f"del {self.cells}[{first}:]")

@@ -22,7 +22,7 @@ import numpy as np
 
 from chad.compile.known import is_iota
 from chad.compile.support import padd
-from chad.compile.vector_support import PerElement, place, vtake2
+from chad.compile.vector_support import Fallback, PerElement, place, vtake2
 
 from .bag import BEMPTY, Bag, BArray, BRows
 
@@ -153,6 +153,41 @@ def vadd2(cells: list, level: int, v, shape: tuple) -> None:
     cells[level] = np.add(np.broadcast_to(np.asarray(v, dtype=np.float64), shape), cur)
 
 
+def vadd_in(cells: list, level: int, first: int, buf: dict, v, shape: tuple) -> None:
+    """`add level v` in an inner loop: into the element pairs' own cells
+    (level >= first, the inner loop's first cell: vadd2); to a cell of the
+    outer element or a shared one, kept in `buf` until the loop ends
+    (`inner_adds`)."""
+    if level >= first:
+        vadd2(cells, level, v, shape)
+        return
+    buf.setdefault(level, []).append(np.broadcast_to(np.asarray(v, dtype=np.float64), shape))
+
+
+def inner_adds(cells: list, run, buf: dict, shape: tuple) -> None:
+    """The adds an inner loop made to cells not its own, in the evaluator's
+    order: outer element i's are those of its inner elements j = 0 .. m-1, each
+    element's in program order. To the outer element's own real cell (level >=
+    run.base): the running sum of them from the cell's value, along each row
+    (np.cumsum: one addition after the other); to a shared cell: a part of the
+    pass's adds to it (vector_support.Pass.flush sums them all, in order)."""
+    n, m = shape
+    for level, parts in buf.items():
+        seq = parts[0] if len(parts) == 1 else np.stack(parts, axis=2)
+        seq = np.array(seq, dtype=np.float64).reshape(n, -1)  # row i: element i's adds
+        if level >= run.base:
+            cur = cells[level]
+            if cur is not None:
+                start = np.broadcast_to(np.asarray(cur, dtype=np.float64), (n,))
+                seq = np.concatenate((start[:, None], seq), axis=1)
+            if seq.shape[1]:
+                cells[level] = np.ascontiguousarray(np.cumsum(seq, axis=1)[:, -1])
+                run.owned.add(level)
+        else:
+            run.pending.setdefault(level, []).append((seq, True))
+    buf.clear()
+
+
 def final2(cell, init, shape: tuple):
     """An inner scope's kept cells, as an array of `shape`: never added to,
     its initial value (0.0 for none)."""
@@ -167,6 +202,18 @@ def flat(x, n: int):
     if x.size == n:
         return x.reshape(n)
     return np.broadcast_to(x.reshape(-1)[:1] if x.size == 1 else x, (n,))
+
+
+def row_length(rows_, n: int) -> int:
+    """The common length of the first n rows (a map over each row in a nested
+    forward pass); ragged rows fail the region's guard (vector_support.Fallback)."""
+    if not n:
+        return 0
+    m = len(rows_[0])
+    for i in range(1, n):
+        if len(rows_[i]) != m:
+            raise Fallback("ragged rows")
+    return m
 
 
 def vtake2c(rows_, n: int, axis: int, cols, m: int, axis2: int, rank: int, live: int = 1):
@@ -204,7 +251,8 @@ class Nested:
     """What a nested batched backpropagator handles (vector_support.VecBack's
     `nested`): bag scopes; its inner loops' adds, each (s, k, levels): a loop
     opened after s scopes of the outer element, with k cells, adding at those
-    absolute levels, which must be its own cells at the depth of the run."""
+    absolute levels, which must be cells that exist at the depth of the run
+    (its own, the outer element's or shared ones: `vadd_in`)."""
 
     __slots__ = ("loops",)
 
@@ -215,5 +263,4 @@ class Nested:
         return isinstance(init, Bag)
 
     def ready(self, depth: int) -> bool:
-        return all(depth + s <= lv < depth + s + k for s, k, levels in self.loops
-                   for lv in levels)
+        return all(lv < depth + s + k for s, k, levels in self.loops for lv in levels)

@@ -325,15 +325,19 @@ class Pass:
     def flush(self, cells: list) -> None:
         """Add the contributions to the shared cells. The evaluator runs element
         0's adds, then element 1's, ...: row i of the stacked contributions is
-        element i's, in the order of its adds, so the running sum (np.cumsum,
-        one addition after the other from the cell's value) gives its result
-        bit for bit."""
+        element i's, in the order of its adds (a part of n x w values: w adds of
+        each element, an inner loop's, in their order), so the running sum
+        (np.cumsum, one addition after the other from the cell's value) gives
+        its result bit for bit."""
         shared = getattr(cells, "fork_base", 0)  # a forked half's cells (parallel_support)
         for level, parts in self.pending.items():
             if len(parts) == 1:
                 seq, owned = parts[0]
+                seq = seq.reshape(-1)
             else:  # a new array: owned
-                seq, owned = np.stack([p for p, _ in parts], axis=1).ravel(), True
+                n = len(parts[0][0])  # the elements: every part has a row for each
+                rows = [p.reshape(n, -1) for p, _ in parts]
+                seq, owned = np.concatenate(rows, axis=1).ravel(), True
             run = cumsum_in_place if owned else cumsum_from
             if level < shared:  # a cell of the forking thread: summed at the join
                 cells.defer(level, seq, run)
