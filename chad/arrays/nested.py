@@ -48,15 +48,16 @@ _LOCAL = re.compile(r"[a-z]+[0-9]+")
 def forward_pairs_nested(gen, t, n: str) -> str | None:
     """`build n (i. lets in (y, \\d -> m))` whose lets hold a loop: a VecPairs
     of the ys and ONE batched backpropagator (or None: the per-element code)."""
+    rank = 1 + nesting(t.body)
+    if rank != 2:
+        gen.emit("# build: per-element loop (loops nested three deep in a derivative)")
+        return None
     old = gen.vectorise
     gen.vectorise = False
     try:
         lazy = gen.local_def([], t, "f")  # the per-element code
     finally:
         gen.vectorise = old
-    rank = 1 + nesting(t.body)
-    if rank != 2:
-        return None
     block = gen.block
     mark, indent, pmark = len(block.lines), gen.indent, len(gen.proj_log)
     env = dict(gen.env)
