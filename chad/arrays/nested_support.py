@@ -148,9 +148,10 @@ def vadd2(cells: list, level: int, v, shape: tuple) -> None:
     if type(cur) is np.ndarray and cur.shape == shape:
         np.add(cur, v, out=cur)
         return
-    if cur is None:
-        cur = 0.0
-    cells[level] = np.add(np.broadcast_to(np.asarray(v, dtype=np.float64), shape), cur)
+    if not (type(v) is np.ndarray and v.shape == shape and v.dtype == np.float64):
+        v = np.broadcast_to(np.asarray(v, dtype=np.float64), shape)
+    # plusv(v, None) is v itself; else v + the cells' initial real (a new array)
+    cells[level] = np.array(v) if cur is None else np.add(v, cur)
 
 
 def vadd_in(cells: list, level: int, first: int, buf: dict, v, shape: tuple) -> None:
