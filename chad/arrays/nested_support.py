@@ -184,7 +184,7 @@ def inner_adds(cells: list, run, buf: dict, shape: tuple) -> None:
             if seq.shape[1]:
                 cells[level] = np.ascontiguousarray(np.cumsum(seq, axis=1)[:, -1])
                 run.owned.add(level)
-        else:
+        elif seq.shape[1]:  # (an empty inner loop adds nothing)
             run.pending.setdefault(level, []).append((seq, True))
     buf.clear()
 

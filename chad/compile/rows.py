@@ -5,7 +5,8 @@ loop becomes one let at the top of body:
     build (length a) (i. ... build n (j. a ! i ! j * v ! j) ...)
       ==>  build (length a) (i. let r = a ! i in ... build n (j. r ! j * v ! j) ...)
 
-when the body reads the row once, as `a ! i ! j` directly in a build over j:
+when the body reads the row once, as `a ! i ! j` directly in a build over j
+(and maybe its length, which has no cotangent):
 then each position of the row gets one cotangent at most, so the gradient is
 the unchanged program's bit for bit (two reads of a row would sum their
 cotangents in another order). The value is the same, and `a ! i` cannot fail
@@ -86,6 +87,8 @@ def _sole_read(body, a: str, i: str):
         if _row_read(u, a, i):
             reads += 1
             continue
+        if type(u) is Length and _row_read(_bare(u.expr), a, i):
+            continue  # the row's length: no cotangent (read as the row variable's)
         if type(u) is Index and _row_read(u.arr, a, i) and loop is not None \
                 and _array_var(u.idx) == loop:
             found = u.arr
@@ -99,6 +102,12 @@ def _sole_read(body, a: str, i: str):
                 inner = loop
             stack.append((c, inner))
     return found if reads == 1 else None
+
+
+def _bare(t):
+    while type(t) is Ann:
+        t = t.expr
+    return t
 
 
 def _names(t) -> set:

@@ -338,6 +338,8 @@ class Pass:
                 n = len(parts[0][0])  # the elements: every part has a row for each
                 rows = [p.reshape(n, -1) for p, _ in parts]
                 seq, owned = np.concatenate(rows, axis=1).ravel(), True
+            if not seq.size:  # no element added anything
+                continue
             run = cumsum_in_place if owned else cumsum_from
             if level < shared:  # a cell of the forking thread: summed at the join
                 cells.defer(level, seq, run)
