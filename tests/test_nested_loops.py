@@ -257,3 +257,37 @@ def test_rows_densified_at_once_as_one_by_one():
     with pytest.raises(Exception) as other:
         densify(ty, short, BArray(tuple(tup)))
     assert type(one.value) is type(other.value) and str(one.value) == str(other.value)
+
+
+LETS = {
+    "map_let": "def f(m : Array (Array R)) : R = sum (build (length m) (\\i -> "
+               "sum (map (\\x -> let y = x * x in y * y + y) (m ! i))))",
+    "build_let": "def f(m : Array (Array R), v : Array R) : R = sum (build (length m) (\\i -> "
+                 "sum (build (length v) (\\j -> let t = m ! i ! j * v ! j in t * t - t))))",
+    "lets_captured": "def f(m : Array (Array R), c : R) : R = sum (build (length m) (\\i -> "
+                     "sum (map (\\x -> let y = x * c in let z = y * y in z + y * c) (m ! i))))",
+}
+
+
+@pytest.mark.parametrize("evm", RUNTIMES)
+@pytest.mark.parametrize("name", sorted(LETS))
+def test_lets_in_inner_bodies_stay_batched_and_exact(name, evm, monkeypatch):
+    """CHAD's let in an inner loop's backpropagator (a scope per element
+    pair): batched, bit for bit, no element-by-element reverse pass."""
+    text = LETS[name]
+    assert "forward pass, nested loops" in _source(text)
+    calls = []
+    original = vector_support._one_by_one
+    monkeypatch.setattr(vector_support, "_one_by_one",
+                        lambda *a: calls.append(1) or original(*a))
+    for rows, cols in [(1, 1), (4, 3), (7, 5)]:
+        rng = np.random.default_rng(rows * 7 + cols)
+        m = [rng.normal(size=cols) for _ in range(rows)]
+        args = {"map_let": (m,), "build_let": (m, rng.normal(size=cols)),
+                "lets_captured": (m, -0.6)}[name]
+        before = vector_support.FELL_BACK[0]
+        got = chad.grad(text, evm=evm)(*args)
+        if evm != "map":
+            assert vector_support.FELL_BACK[0] == before
+        agree(got, chad.grad(text, backend="interp", evm=evm)(*args), exact=True)
+    assert not calls

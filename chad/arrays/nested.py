@@ -203,7 +203,7 @@ class Exec(Batcher):
         self.sizes.append(n)
         self.cells, self.run_, self.n = cells, run, n
         self.scopes = 0       # scopes of the outer element open here
-        self.inner = None     # in an inner loop: (its first cell, its shape)
+        self.inner = None     # in an inner loop: its first cell, shape, adds (Exec.loop)
         self.loops: list = []  # (scopes before it, its cells, the levels it adds to)
 
     def index(self, axis: int) -> str:
@@ -257,7 +257,7 @@ class Exec(Batcher):
         gen = self.gen
         v = self.value(term)
         if self.inner is not None:
-            first, shape, levels, buf = self.inner
+            first, shape, levels, buf = (self.inner[k] for k in ("first", "shape", "levels", "buf"))
             if isinstance(v, BVal) and not (v.kind == "num" and v.elem == "R"):
                 raise NotBatchable("an add of a value that is not a real in an inner loop")
             if not isinstance(v, BVal) and not _real_literal(term):
@@ -288,7 +288,8 @@ class Exec(Batcher):
         or a real), popped after m; p's first component its final cells."""
         gen = self.gen
         if self.inner is not None:
-            raise NotBatchable("a scope in an inner loop")
+            self.inner_scope(m, k)
+            return
         if type(m.init) is BEmptyT:
             gen.emit(f"{self.cells}.append({gen.const(RowBags, 'B')}())")
         elif _real_literal(m.init):
@@ -309,6 +310,33 @@ class Exec(Batcher):
             fv = BVal("num", gen.atom(f"_np.reshape({final}, ({self.n},) + (1,) * "
                                       f"{self.rank - 1!r})"), {0}, elem="R")
         saved = self.bind(k.name, BVal("pair", dims={0}, inner=(fv, None)))
+        try:
+            self.run(k.body)
+        finally:
+            self.unbind(saved)
+
+    def inner_scope(self, m: ScopeEVM, k: Lam) -> None:
+        """CHAD's let in an inner loop's backpropagator (`scope r m >>= \\p ->
+        k`, r a real): a cell per element pair, from r (vadd2 makes the n x m
+        array at the first add), popped after m; p's first component its final
+        cells."""
+        gen, inner = self.gen, self.inner
+        if not _real_literal(m.init):
+            raise NotBatchable("a scope in an inner loop whose cell is not a real")
+        init = gen.atom(gen.value(m.init))
+        gen.emit(f"{self.cells}.append({init})")
+        inner["open"] += 1
+        record = inner["record"]  # the cells the loop may add to: its own and these
+        record[1] = max(record[1], inner["k0"] + inner["open"])
+        try:
+            self.run(m.m)
+        finally:
+            inner["open"] -= 1
+        final = gen.fresh("v")
+        gen.emit(f"{final} = {self.cells}.pop()")
+        fv = BVal("num", gen.atom(f"{gen.const(final2, 'B')}({final}, {init}, {inner['shape']})"),
+                  {0, 1}, elem="R")
+        saved = self.bind(k.name, BVal("pair", dims={0, 1}, inner=(fv, None)))
         try:
             self.run(k.body)
         finally:
@@ -339,9 +367,11 @@ class Exec(Batcher):
         shape = gen.atom(f"({self.n}, {fns.size})")
         gen.emit(f"{self.cells}.extend(({''.join(i + ', ' for i in inits)}))")
         levels: list = []
-        self.loops.append((self.scopes, len(inits), levels))
+        record = [self.scopes, len(inits), levels]
+        self.loops.append(record)
         buf = gen.atom("{}", "b")  # its adds to cells not its own (nested_support.vadd_in)
-        self.inner = (first, shape, levels, buf)
+        self.inner = {"first": first, "shape": shape, "levels": levels, "buf": buf,
+                      "record": record, "k0": len(inits), "open": 0}
         try:
             self.apply(fns.inner, ctgs)
         finally:
