@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from chad.compile.vectorise import (
     BVal, Batcher, NotBatchable, _real_literal, abandon, back_function, bind_forward_lets,
-    elem_kind, nesting, vectorise_loop,
+    elem_kind, nesting, per_element_code, vectorise_loop,
 )
 from chad.linear import LR
 from chad.terms import Build, Fold, Fst, Index, Lam, Let, MapA, Pair, Prim, Snd, Var
@@ -367,12 +367,7 @@ def vectorise_build_pairs(gen, t: Build, n: str) -> str | None:
 
 
 def _forward_pairs(gen, t, operand: str, label: str, holder: str) -> str | None:
-    old = gen.vectorise
-    gen.vectorise = False
-    try:
-        lazy = gen.local_def([], t, "f")  # the per-element code, for every other case
-    finally:
-        gen.vectorise = old
+    lazy = per_element_code(gen, t)  # for every other case
     block = gen.block
     mark, indent, pmark = len(block.lines), gen.indent, len(gen.proj_log)
     env = dict(gen.env)

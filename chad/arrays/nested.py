@@ -31,7 +31,7 @@ import re
 
 from chad.compile.vectorise import (
     BVal, Batcher, NotBatchable, _real_literal, abandon, bind_forward_lets, function_block,
-    nesting, quiet_body,
+    nesting, per_element_code, quiet_body,
 )
 import numpy as np
 
@@ -52,12 +52,7 @@ def forward_pairs_nested(gen, t, n: str) -> str | None:
     if rank != 2:
         gen.emit("# build: per-element loop (loops nested three deep in a derivative)")
         return None
-    old = gen.vectorise
-    gen.vectorise = False
-    try:
-        lazy = gen.local_def([], t, "f")  # the per-element code
-    finally:
-        gen.vectorise = old
+    lazy = per_element_code(gen, t)
     block = gen.block
     mark, indent, pmark = len(block.lines), gen.indent, len(gen.proj_log)
     env = dict(gen.env)

@@ -657,6 +657,18 @@ def function_block(gen, header: str):
         gen.env.update(env)
 
 
+def per_element_code(gen, t) -> str:
+    """A function of no arguments computing the array node t element by element
+    (its evaluation rule over its compiled body, nothing vectorised): what a
+    vectorised forward pass falls back to."""
+    old = gen.vectorise
+    gen.vectorise = False
+    try:
+        return gen.local_def([], t, "f")
+    finally:
+        gen.vectorise = old
+
+
 def quiet_body(gen, emit_body) -> None:
     """A batched function's body: emit_body() inside `with _quiet():` (numpy's
     warnings off), then `return None`."""
