@@ -291,3 +291,48 @@ def test_lets_in_inner_bodies_stay_batched_and_exact(name, evm, monkeypatch):
             assert vector_support.FELL_BACK[0] == before
         agree(got, chad.grad(text, backend="interp", evm=evm)(*args), exact=True)
     assert not calls
+
+
+OUTER = {
+    "outer": "def f(a : Array R, v : Array R) : R = sum (build (length a) (\\i -> "
+             "sum (build (length v) (\\j -> a ! i * v ! j - 0.5 * v ! j))))",
+    "outer_twice": "def f(a : Array R, v : Array R) : R = sum (build (length a) (\\i -> "
+                   "a ! i + sum (build (length v) (\\j -> a ! i * v ! j * a ! i))))",
+}
+
+
+@pytest.mark.parametrize("evm", RUNTIMES)
+@pytest.mark.parametrize("name", sorted(OUTER))
+def test_outer_products_are_batched_and_exact(name, evm):
+    """`a ! i` read in the inner loop (a gather at the indices [i, i, ...]):
+    its elements along the inner loop, and the cotangents of `a` as one BArray
+    of the pairs in the evaluator's order."""
+    text = OUTER[name]
+    assert "forward pass, nested loops" in _source(text)
+    for rows, cols in [(1, 1), (4, 3), (7, 5)]:
+        rng = np.random.default_rng(rows * 3 + cols)
+        args = (rng.normal(size=rows) * np.array([1e16, -1e16, 1.0, -0.0, 3.0, 2.0, 1.0])[:rows],
+                rng.normal(size=cols))
+        before = vector_support.FELL_BACK[0]
+        got = chad.grad(text, evm=evm)(*args)
+        if evm != "map":
+            assert vector_support.FELL_BACK[0] == before
+        agree(got, chad.grad(text, backend="interp", evm=evm)(*args), exact=True)
+
+
+def test_a_reverse_pass_keeping_nothing_returns_the_rules_result():
+    """The outer product's outer reverse pass keeps no cell: batched, it still
+    returns what the evaluation rule's chain of scopes returns (the last
+    element's cells and its action's result), and the gradient's cells."""
+    text = OUTER["outer"]
+    prog = chad.load(text)
+    d = prog.find(None)
+    batched = backend.gradient_module(prog, d, "efficient", "array")
+    with backend.vectorising(False):
+        per_element = backend.gradient_module(prog, d, "efficient", "array")
+    assert "forward pass, nested loops" in batched.source
+    for n in (0, 1, 4):
+        args = (np.linspace(-1.0, 2.0, n), np.array([0.5, -0.0, 3.0]), 1.0)
+        got, want = batched.entry(*args), per_element.entry(*args)
+        assert got[0].hex() == want[0].hex()
+        assert got[1][0] == want[1][0]  # the rule's result (the gradients: tests above)

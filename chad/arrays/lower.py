@@ -30,7 +30,7 @@ from chad.types import ArrayT, Real
 from .bag import BEMPTY, BArray, as_bag, collect, dense_real, scatter, zeros
 from .evaluate import bfill, gather
 from .nested import forward_pairs_nested
-from .nested_support import row_length, vtake2c
+from .nested_support import row_length, vgather_real, vtake2c
 from .nodes import (
     Collect, FoldTree, Scatter, ScatterBag, SequenceScoped, UnTree, Unzip, UnzipMap, Zeros,
 )
@@ -139,6 +139,10 @@ def batch_index(b: Batcher, t: Index) -> BVal:
         elif i.kind == "num" and i.elem == "Z" and kind is not None:
             x = gen.atom(f"_vgather({a}, {i.expr}{b.live()})")
             return BVal("num", x, i.dims, elem=kind, fresh=True)
+    elif isinstance(a, BVal) and a.kind == "arr" and isinstance(i, BVal) and i.kind == "idx" \
+            and i.axis == a.axis and a.size == b.sizes[i.axis] and isinstance(a.inner, BVal) \
+            and a.inner.kind == "num":
+        return a.inner  # (build n (j. e)) ! j, j the loop over the same n: e
     elif isinstance(a, BVal) and a.kind in ("rows", "elem") and isinstance(i, BVal) \
             and i.kind == "idx" and i.axis != a.axis:
         if a.inner is not None:  # the rows gathered at the columns a.inner
@@ -188,6 +192,15 @@ def batch_gather(b: Batcher, t) -> BVal:
     """`gather (m ! i) cols` in a nested forward pass (cols unbatched): the rows
     at those columns, read by the inner loop's index (batch_index)."""
     a = b.value(t.arr)
+    if b.closures and not isinstance(a, BVal):
+        ix = b.value(t.idx)
+        if isinstance(ix, BVal) and ix.kind == "arr" and isinstance(ix.inner, BVal) \
+                and ix.inner.kind == "num" and ix.inner.elem == "Z":
+            # an array gathered at indices built in the loop (an outer product's
+            # `a ! i`): the array of its elements there, along ix's loop
+            x = b.gen.atom(f"{b.gen.const(vgather_real, 'B')}({a}, {ix.inner.expr}{b.live()})")
+            return BVal("arr", dims=ix.dims, axis=ix.axis, elem="R", size=ix.size,
+                        inner=BVal("num", x, ix.inner.dims, elem="R"))
     if not (b.closures and isinstance(a, BVal) and a.kind in ("rows", "elem")
             and a.inner is None):
         raise NotBatchable("a gather of a batched array other than a row")
@@ -304,7 +317,17 @@ def batch_barray(b: Batcher, t) -> BVal:
     v = b.value(t.vals)
     if not (b.closures and isinstance(v, BVal) and v.kind == "num" and v.elem == "R"):
         raise NotBatchable("a BArray of values that are not batched reals")
-    idx = "None" if t.idx is None else _unbatched(b, t.idx, "the indices of a BArray")
+    if t.idx is None:
+        idx = "None"
+    else:
+        ix = b.value(t.idx)
+        if isinstance(ix, BVal):  # indices of each outer element's own: n x m
+            if not (ix.kind == "arr" and ix.axis == 1 and isinstance(ix.inner, BVal)
+                    and ix.inner.kind == "num" and ix.inner.elem == "Z"):
+                raise NotBatchable("a BArray at indices that are not an array of integers")
+            idx = b.gen.atom(f"_np.broadcast_to({ix.inner.expr}, ({b.sizes[0]}, {ix.size}))")
+        else:
+            idx = ix
     return BVal("barr", expr=v.expr, dims=v.dims, inner=idx)
 
 
@@ -419,7 +442,7 @@ def _forward_pairs(gen, t, operand: str, label: str, holder: str) -> str | None:
 def vectorise_sequence_scoped(gen, t: SequenceScoped) -> str | None:
     """The reverse pass of map: batched (vector_support.vseq) when its
     backpropagators are a VecBack at run time, else the evaluation rule."""
-    if not gen.inline or not t.keep:
+    if not gen.inline:
         return None
     fns = gen.atom(gen.value(t.fns))
     ctgs = gen.atom(gen.value(t.ctgs))

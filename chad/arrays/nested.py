@@ -35,7 +35,9 @@ from chad.compile.vectorise import (
 )
 import numpy as np
 
-from chad.terms import AddEVM, Ann, App, BindEVM, Lam, Let, LUnit, PureEVM, ScopeEVM, ThenEVM
+from chad.terms import (
+    AddEVM, Ann, App, BindEVM, Lam, Let, LUnit, PureEVM, ScopeEVM, ThenEVM, Unit,
+)
 
 from .nested_support import (
     Nested, RowBags, bag_cells, final2, flat, inner_adds, vadd_in, vbagadd,
@@ -68,12 +70,12 @@ def forward_pairs_nested(gen, t, n: str) -> str | None:
         y = b.value(body.left)
         if not (isinstance(y, BVal) and y.kind == "num" and y.elem == "R" and y.dims <= {0}):
             raise NotBatchable("the values are not reals of the outer loop")
-        fn, caps, loops = back_function_nested(b, body.right)
+        fn, caps, info = back_function_nested(b, body.right)
         for s in reversed(saved):
             b.unbind(s)
         ys = gen.atom(f"_vout({b.numbers(y)}, {n}, {rank!r}, _f64, {y.fresh!r})")
         tup = "(" + "".join(f"{c}, " for c in caps) + ")"
-        info = gen.const(Nested(loops), "K")
+        info = gen.const(info, "K")
         gen.emit(f"{result} = _VecPairs({ys}, _VecBack({fn}, {n}, {tup}, {lazy}, True, {info}))")
         pad = "    " * indent
         block.lines[mark:mark] = [f"{pad}# build: vectorised (forward pass, nested loops)",
@@ -185,7 +187,7 @@ def back_function_nested(b: Batcher, lam: Lam):
     b.pending.append(block)
     b.pending.extend(ex.pending)
     loops = tuple((s, k, tuple(levels)) for s, k, levels in ex.loops)
-    return name, atoms, loops
+    return name, atoms, Nested(loops, unit_result=not ex.pure_values)
 
 
 class Exec(Batcher):
@@ -200,6 +202,7 @@ class Exec(Batcher):
         self.scopes = 0       # scopes of the outer element open here
         self.inner = None     # in an inner loop: its first cell, shape, adds (Exec.loop)
         self.loops: list = []  # (scopes before it, its cells, the levels it adds to)
+        self.pure_values = False
 
     def index(self, axis: int) -> str:
         if axis >= len(self.sizes):
@@ -222,6 +225,8 @@ class Exec(Batcher):
         elif cls is PureEVM:
             if self.is_batched(t.expr):
                 raise NotBatchable("a batched result of an action")
+            if type(t.expr) not in (Unit, LUnit):
+                self.pure_values = True  # a result other than unit (Nested.unit_result)
         elif cls is AddEVM:
             if not isinstance(t.level, int) or isinstance(t.level, bool) or t.level < 0:
                 raise NotBatchable("an add at a level that is not a natural number")

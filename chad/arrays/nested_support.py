@@ -22,7 +22,7 @@ import numpy as np
 
 from chad.compile.known import is_iota
 from chad.compile.support import padd
-from chad.compile.vector_support import Fallback, PerElement, place, vtake2
+from chad.compile.vector_support import Fallback, PerElement, place, vgather, vtake2
 
 from .bag import BEMPTY, Bag, BArray, BRows
 
@@ -40,12 +40,10 @@ class RowBags(PerElement):
 
     def bag(self, i: int):
         if len(self.items) == 1 and self.init is BEMPTY:  # plusv(b, BEmpty) is b
-            kind, x, idx = self.items[0]
-            return BArray(x[i], idx) if kind == "rows" else x.bag(i)
+            return item_bag(self.items[0], i)
         acc = self.init
-        for kind, x, idx in self.items:
-            new = BArray(x[i], idx) if kind == "rows" else x.bag(i)
-            acc = padd(new, acc)
+        for item in self.items:
+            acc = padd(item_bag(item, i), acc)
         return acc
 
     def finals(self, n: int) -> tuple:
@@ -80,8 +78,15 @@ class RowsTuple(tuple):
 
 
 def item_bag(item, i: int):
+    """Element i's bag of an add of RowBags: BArray (vals[i]) at idx (a row of
+    idx when each element has its own indices: an n x m array), or the
+    element's bag of another cell."""
     kind, x, idx = item
-    return BArray(x[i], idx) if kind == "rows" else x.bag(i)
+    if kind != "rows":
+        return x.bag(i)
+    if idx is not None and getattr(idx, "ndim", 1) == 2:
+        idx = idx[i]
+    return BArray(x[i], idx)
 
 
 def bag_cells(cells: list, base: int) -> None:
@@ -127,9 +132,39 @@ def shared_adds(cells: list, level: int, items: list, n: int) -> None:
                 np.stack([x for _kind, x, _idx in items], axis=1).reshape(n * len(items), -1)
             cells[level] = padd(BRows(rows), cells[level])
             return
+    if type(cells) is list and n and all(kind == "rows" and x.ndim == 2 and x.shape[0] == n
+                                         for kind, x, _idx in items):
+        # rows at indices of their own (an outer product's `a ! i`): the chain's
+        # pairs, last add first, as one BArray
+        widths = {x.shape[1] for _kind, x, _idx in items}
+        if len(widths) == 1:
+            m = widths.pop()
+            vals = np.stack([x for _kind, x, _idx in items], axis=1).reshape(-1, m)
+            idx = np.stack([_indices(ix, n, m) for _kind, _x, ix in items], axis=1)
+            idx = idx.reshape(-1, m)
+            cells[level] = padd(BArray(np.ascontiguousarray(vals[::-1]).reshape(-1),
+                                       np.ascontiguousarray(idx[::-1]).reshape(-1)),
+                                cells[level])
+            return
     for i in range(n):
         for item in items:
             cells[level] = padd(item_bag(item, i), cells[level])
+
+
+def _indices(idx, n: int, m: int):
+    """The n x m array of an add's indices (None: the identity of each row)."""
+    if idx is None:
+        return np.broadcast_to(np.arange(m, dtype=np.int64), (n, m))
+    idx = np.asarray(idx, dtype=np.int64)
+    return idx if idx.ndim == 2 else np.broadcast_to(idx, (n, m))
+
+
+def vgather_real(a, idx, live: int = 1):
+    """A gather of an array of numbers by batched indices in a nested forward
+    pass (an outer product's `a ! i`): anything else fails the region's guard."""
+    if not (type(a) is np.ndarray and a.ndim == 1 and a.dtype in (np.float64, np.int64)):
+        raise Fallback("not an array of numbers")
+    return vgather(a, idx, live)
 
 
 def rows(vals, n: int, m: int):
@@ -255,10 +290,11 @@ class Nested:
     absolute levels, which must be cells that exist at the depth of the run
     (its own, the outer element's or shared ones: `vadd_in`)."""
 
-    __slots__ = ("loops",)
+    __slots__ = ("loops", "unit_result")
 
-    def __init__(self, loops: tuple) -> None:
+    def __init__(self, loops: tuple, unit_result: bool = True) -> None:
         self.loops = loops
+        self.unit_result = unit_result  # its actions return unit (pure () or adds)
 
     def accepts(self, init) -> bool:
         return isinstance(init, Bag)

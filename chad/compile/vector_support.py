@@ -414,11 +414,15 @@ _F64 = np.dtype(np.float64)
 class PerElement:
     """The n cells of a scope, one per element, that are not reals (bags of a
     nested loop's rows: chad/arrays/nested_support.py): `finals(n)`, the
-    tuple of the n final cells (the evaluation rule's array of them)."""
+    tuple of the n final cells (the evaluation rule's array of them), and
+    `bag(i)`, element i's."""
 
     __slots__ = ()
 
     def finals(self, n: int) -> tuple:
+        raise NotImplementedError
+
+    def bag(self, i: int):
         raise NotImplementedError
 
 
@@ -449,13 +453,17 @@ def vseq(fns, ctgs, inits: tuple, keep: tuple):
     VecBack, the cotangents an Array R and the scopes' initial values reals or
     None; else None (the evaluation rule runs, per element). Its result: the
     arrays of the kept scopes' final cells, as the rule's (dense_of: a cell never
-    added to is 0.0)."""
-    if type(fns) is not VecBack or not keep:
+    added to is 0.0). With nothing kept (a nested loop's backpropagators whose
+    actions return unit only): the last element's scopes' final cells and its
+    action's result, as the rule's chain of scopes returns them."""
+    if type(fns) is not VecBack:
+        return None
+    nested = fns.nested
+    if not keep and (nested is None or not nested.unit_result):
         return None
     n = fns.n
     if not (isinstance(ctgs, np.ndarray) and ctgs.dtype == np.float64 and ctgs.shape == (n,)):
         return None
-    nested = fns.nested
     if any(not (i is None or type(i) is float or (nested is not None and nested.accepts(i)))
            for i in inits):
         return None
@@ -471,9 +479,29 @@ def vseq(fns, ctgs, inits: tuple, keep: tuple):
             finals = fns.run(ctgs, cells, base)
         finally:
             del cells[base:]
+        if not keep:
+            return _last_scopes([_element(c, n - 1) for c in finals], None) if n else None
         return _nested([_final(finals[j], inits[j], n) for j in keep])
 
     return act
+
+
+def _element(cell, i: int):
+    """Element i's final cell of a batched scope (an array of them, the common
+    initial value, or a PerElement)."""
+    if isinstance(cell, PerElement):
+        return cell.bag(i)
+    if type(cell) is np.ndarray:
+        return float(cell[i])
+    return cell
+
+
+def _last_scopes(cells: list, result):
+    """(cell_0, (cell_1, ... (cell_k, result))): what a chain of scopes returns."""
+    out = result
+    for c in reversed(cells):
+        out = (c, out)
+    return out
 
 
 def _one_by_one(fns: VecBack, ctgs, inits: tuple, keep: tuple, cells: list):
@@ -485,14 +513,19 @@ def _one_by_one(fns: VecBack, ctgs, inits: tuple, keep: tuple, cells: list):
     n, base = fns.n, len(cells)
     closures = fns._closures()
     slots = [[None] * n for _ in keep]
+    last = None
     for i in range(n):
         cells.extend(inits)
         try:
-            closures[i](float(ctgs[i]))(cells)
+            r = closures[i](float(ctgs[i]))(cells)
             for slot, j in zip(slots, keep):
                 slot[i] = cells[base + j]
+            if not keep and i == n - 1:
+                last = _last_scopes(cells[base:], r)
         finally:
             del cells[base:]
+    if not keep:
+        return last
     out = []
     for slot, j in zip(slots, keep):
         if inits[j] is None or type(inits[j]) is float:
