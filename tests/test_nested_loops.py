@@ -285,12 +285,18 @@ def test_lets_in_inner_bodies_stay_batched_and_exact(name, evm, monkeypatch):
         m = [rng.normal(size=cols) for _ in range(rows)]
         args = {"map_let": (m,), "build_let": (m, rng.normal(size=cols)),
                 "lets_captured": (m, -0.6)}[name]
-        before = vector_support.FELL_BACK[0]
-        got = chad.grad(text, evm=evm)(*args)
-        if evm != "map":
-            assert vector_support.FELL_BACK[0] == before
-        agree(got, chad.grad(text, backend="interp", evm=evm)(*args), exact=True)
+        _batched_and_exact(text, evm, args)
     assert not calls
+
+
+def _batched_and_exact(text, evm, args):
+    """The compiled gradient ran the batched code (no fallback) and is the
+    interpreter's bit for bit."""
+    before = vector_support.FELL_BACK[0]
+    got = chad.grad(text, evm=evm)(*args)
+    if evm != "map":
+        assert vector_support.FELL_BACK[0] == before
+    agree(got, chad.grad(text, backend="interp", evm=evm)(*args), exact=True)
 
 
 OUTER = {
@@ -313,11 +319,7 @@ def test_outer_products_are_batched_and_exact(name, evm):
         rng = np.random.default_rng(rows * 3 + cols)
         args = (rng.normal(size=rows) * np.array([1e16, -1e16, 1.0, -0.0, 3.0, 2.0, 1.0])[:rows],
                 rng.normal(size=cols))
-        before = vector_support.FELL_BACK[0]
-        got = chad.grad(text, evm=evm)(*args)
-        if evm != "map":
-            assert vector_support.FELL_BACK[0] == before
-        agree(got, chad.grad(text, backend="interp", evm=evm)(*args), exact=True)
+        _batched_and_exact(text, evm, args)
 
 
 def test_a_reverse_pass_keeping_nothing_returns_the_rules_result():
