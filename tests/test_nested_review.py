@@ -1,6 +1,6 @@
 """Review of the nested-loop derivatives (chad/arrays/nested.py,
 chad/arrays/nested_support.py, vectorise.py's closures, vector_support's
-vtake_real / vseq): failing cases, then the strongest cases that held.
+vtake_numbers / vseq): failing cases, then the strongest cases that held.
 
 Failing (at the time of writing):
 
@@ -11,7 +11,7 @@ Failing (at the time of writing):
   the cotangent of v is summed in another order, not bit for bit (and with
   cancellation not even close).
 * A nested forward pass reading an untyped `a ! i` checks at run time that a
-  is a float64 ndarray (`vtake_real`); an Array Z (`toreal (k ! i)`) or an
+  is a float64 ndarray (`vtake_numbers`); an Array Z (`toreal (k ! i)`) or an
   array literal (a tuple) fails that guard every time, and the region
   silently runs its per-element code (`vector_support.FELL_BACK` grows).
 
@@ -91,7 +91,7 @@ def test_nested_loops_reading_other_arrays_run_the_batched_code(text, args, evm)
     before = vector_support.FELL_BACK[0]
     got = chad.grad(text, evm=evm)(*args)
     agree(got, chad.grad(text, backend="interp", evm=evm)(*args), exact=True)
-    assert vector_support.FELL_BACK[0] == before  # vtake_real: "not an Array R"
+    assert vector_support.FELL_BACK[0] == before  # vtake_numbers: "not an Array R"
 
 
 # ------------------------------------------------------------- what held

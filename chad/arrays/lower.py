@@ -30,9 +30,9 @@ from chad.types import ArrayT, Real
 from .bag import BEMPTY, BArray, as_bag, collect, dense_real, scatter, zeros
 from .evaluate import bfill, gather
 from .nested import forward_pairs_nested
-from .nested_support import row_length, vgather_real, vtake2c
+from .nested_support import row_length, vgather_numbers, vtake2c
 from .nodes import (
-    Collect, FoldTree, Scatter, ScatterBag, SequenceScoped, UnTree, Unzip, UnzipMap, Zeros,
+    Collect, FoldTree, ScatterBag, SequenceScoped, UnTree, Unzip, UnzipMap, Zeros,
 )
 
 
@@ -198,7 +198,7 @@ def batch_gather(b: Batcher, t) -> BVal:
                 and ix.inner.kind == "num" and ix.inner.elem == "Z":
             # an array gathered at indices built in the loop (an outer product's
             # `a ! i`): the array of its elements there, along ix's loop
-            x = b.gen.atom(f"{b.gen.const(vgather_real, 'B')}({a}, {ix.inner.expr}{b.live()})")
+            x = b.gen.atom(f"{b.gen.const(vgather_numbers, 'B')}({a}, {ix.inner.expr}{b.live()})")
             return BVal("arr", dims=ix.dims, axis=ix.axis, elem="R", size=ix.size,
                         inner=BVal("num", x, ix.inner.dims, elem="R"))
     if not (b.closures and isinstance(a, BVal) and a.kind in ("rows", "elem")

@@ -33,14 +33,12 @@ from chad.compile.vectorise import (
     BVal, Batcher, NotBatchable, _real_literal, abandon, bind_forward_lets, function_block,
     nesting, per_element_code, quiet_body,
 )
-import numpy as np
-
 from chad.terms import (
     AddEVM, Ann, App, BindEVM, Lam, Let, LUnit, PureEVM, ScopeEVM, ThenEVM, Unit,
 )
 
 from .nested_support import (
-    Nested, RowBags, bag_cells, final2, flat, inner_adds, vadd_in, vbagadd,
+    Nested, RowBags, bag_cells, final2, flat, inner_adds, rows_of, vadd_in, vbagadd,
 )
 from .nodes import BEmptyT, SequenceScoped
 
@@ -83,7 +81,7 @@ def forward_pairs_nested(gen, t, n: str) -> str | None:
                                   f"{pad}    with _quiet():"]
         gen.indent = indent
         gen.emit("except Exception:")  # a guard, or an error the per-element code reports
-        gen.emit(f"    _vfell()")
+        gen.emit("    _vfell()")
         gen.emit(f"    {result} = {lazy}()")
     except NotBatchable as why:
         abandon(gen, block, mark, indent, pmark, env, "build", why)
@@ -268,7 +266,7 @@ class Exec(Batcher):
                      f"{shape})")
             return
         if isinstance(v, BVal) and v.kind in ("barr", "bagcell"):
-            item = (f"('rows', {gen.const(_rows_of, 'B')}({v.expr}, {self.n}), {v.inner})"
+            item = (f"('rows', {gen.const(rows_of, 'B')}({v.expr}, {self.n}), {v.inner})"
                     if v.kind == "barr" else f"('cell', {v.expr}, None)")
             gen.emit(f"{gen.const(vbagadd, 'B')}({self.cells}, {level!r}, {self.run_}, "
                      f"{self.n}, {item})")
@@ -393,11 +391,3 @@ class Exec(Batcher):
         finally:
             self.unbind(saved)
 
-
-def _rows_of(vals, n: int):
-    """A BArray's values in a nested reverse pass: an n x m array (a value of
-    the outer loop only is the same row for every element)."""
-    x = np.asarray(vals, dtype=np.float64)
-    if x.ndim == 2 and x.shape[0] == n:
-        return x
-    return np.broadcast_to(x.reshape(-1) if x.ndim <= 1 else x, (n,) + x.shape[1:])

@@ -22,7 +22,9 @@ import numpy as np
 
 from chad.compile.known import is_iota
 from chad.compile.support import padd
-from chad.compile.vector_support import Fallback, PerElement, place, vgather, vtake2
+from chad.compile.vector_support import (
+    Fallback, PerElement, numbers_array, place, vgather, vtake2,
+)
 
 from .bag import BEMPTY, Bag, BArray, BRows
 
@@ -159,20 +161,20 @@ def _indices(idx, n: int, m: int):
     return idx if idx.ndim == 2 else np.broadcast_to(idx, (n, m))
 
 
-def vgather_real(a, idx, live: int = 1):
-    """A gather of an array of numbers by batched indices in a nested forward
-    pass (an outer product's `a ! i`): anything else fails the region's guard."""
-    if not (type(a) is np.ndarray and a.ndim == 1 and a.dtype in (np.float64, np.int64)):
-        raise Fallback("not an array of numbers")
-    return vgather(a, idx, live)
+def vgather_numbers(a, idx, live: int = 1):
+    """A gather of an untyped array by batched indices in a nested forward
+    pass (an outer product's `a ! i`): an array of numbers
+    (vector_support.numbers_array), else the region's guard fails."""
+    return vgather(numbers_array(a), idx, live)
 
 
-def rows(vals, n: int, m: int):
-    """A batched value as the n x m array of rows of a BArray."""
-    out = np.asarray(vals, dtype=np.float64)
-    if out.shape != (n, m):
-        out = np.broadcast_to(out, (n, m))
-    return out
+def rows_of(vals, n: int):
+    """A BArray's values in a nested reverse pass: an n x m array (a value of
+    the outer loop only is the same row for every element)."""
+    x = np.asarray(vals, dtype=np.float64)
+    if x.ndim == 2 and x.shape[0] == n:
+        return x
+    return np.broadcast_to(x.reshape(-1) if x.ndim <= 1 else x, (n,) + x.shape[1:])
 
 
 def vadd2(cells: list, level: int, v, shape: tuple) -> None:

@@ -37,15 +37,14 @@ _LOOPS = (Build, MapA, Fold, Lam)  # a nested body run once per element
 
 
 def hoist_rows(body):
-    """body with every row read inside a nested loop hoisted (module doc);
-    body itself when there is none. Names must be unique in body."""
+    """body with every row read once as `a ! i ! j` in a build over j hoisted
+    (module doc); body itself when there is none. Names must be unique in body."""
     taken = _names(body)
     return rewrite(body, lambda t: t, lambda t: _hoist(t, taken))
 
 
 def _array_var(t) -> str | None:
-    while type(t) is Ann:
-        t = t.expr
+    t = _bare(t)
     return t.name if type(t) is Var else None
 
 

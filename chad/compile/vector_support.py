@@ -54,11 +54,11 @@ def vtake(a, n: int, axis: int, rank: int, live: int = 1):
     return a[:n].reshape(_shape(rank, axis, n))
 
 
-def vtake_real(a, n: int, axis: int, rank: int, live: int = 1):
-    """vtake of an array of numbers (an untyped index in a nested forward pass,
-    read as a number): an Array R or an Array Z of int64 (an array literal, a
-    tuple, as one); anything else (an array of arrays, integers beyond int64)
-    fails the region's guard."""
+def numbers_array(a):
+    """a as a 1-D numpy array of numbers, for a read of an untyped array in a
+    nested forward pass: an Array R, or an Array Z of int64 (an array literal,
+    a tuple, as one); anything else (an array of arrays, integers beyond int64)
+    fails the region's guard (Fallback)."""
     if type(a) is not np.ndarray:
         if type(a) is not tuple or not all(type(x) is float or type(x) is int for x in a):
             raise Fallback("not an array of numbers")
@@ -68,7 +68,12 @@ def vtake_real(a, n: int, axis: int, rank: int, live: int = 1):
             raise Fallback("integers beyond int64") from None
     if a.ndim != 1 or a.dtype not in _NUMBERS:
         raise Fallback("not an array of numbers")
-    return vtake(a, n, axis, rank, live)
+    return a
+
+
+def vtake_numbers(a, n: int, axis: int, rank: int, live: int = 1):
+    """vtake of an untyped array read as numbers (numbers_array)."""
+    return vtake(numbers_array(a), n, axis, rank, live)
 
 
 _NUMBERS = (np.dtype(np.float64), np.dtype(np.int64))
@@ -246,7 +251,7 @@ def vrows(x, n: int, m: int, rank: int, dtype):
 
 HELPERS = {"_np": np, "_quiet": quiet, "_vindex": vindex, "_vtake": vtake,
            "_vgather": vgather,
-           "_vtake2": vtake2, "_vtake_real": vtake_real, "_vsum": vsum, "_vout": vout, "_vrows": vrows,
+           "_vtake2": vtake2, "_vtake_numbers": vtake_numbers, "_vsum": vsum, "_vout": vout, "_vrows": vrows,
            "_f64": np.float64, "_i64": np.int64, "_ndarray": np.ndarray,
            "_viadd": viadd, "_vimul": vimul, "_vineg": vineg, "_vwhere": vwhere}
 

@@ -273,7 +273,7 @@ class Batcher:
         if v.kind == "num":
             return v.expr
         if v.kind == "elem":  # an untyped `a ! i` read as a number: a must be an Array R
-            return self.gen.atom(f"_vtake_real({v.src}, {v.size}, {v.axis!r}, "
+            return self.gen.atom(f"_vtake_numbers({v.src}, {v.size}, {v.axis!r}, "
                                  f"{self.rank!r}{v.inner or ''})")
         raise NotBatchable(f"an array ({v.kind}) where a number is expected")
 
