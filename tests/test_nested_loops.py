@@ -245,7 +245,7 @@ def test_rows_densified_at_once_as_one_by_one():
 
     ty = ArrayT(ArrayT(R))
     rows = SPECIAL_ROWS
-    tup = nested_support.RowsTuple(rows, [BArray(rows[i]) for i in range(4)])
+    tup = nested_support.RowsTuple(rows)
     primal = tuple(np.zeros(4) for _ in range(4))
     fast = densify(ty, primal, BArray(tup))
     slow = densify(ty, primal, BArray(tuple(tup)))  # a plain tuple: row by row

@@ -31,6 +31,7 @@ from attrs import frozen
 
 from chad.compile.ieee import quiet
 from chad.compile.known import NO_NEG_ZERO, is_iota
+from chad.compile.order import add_rows, column_sums
 from chad.errors import EvalError
 from chad.linear import LR, LType, plusv, size as size_of, zerov
 
@@ -149,7 +150,8 @@ class BRows(BArray):
     n-1 in that order: as a bag, the BArray of their pairs in the order their
     chain BPlus(b_{n-1}, ... BPlus(b_0, cell)) lists them (last row first). Its
     pairs are made only when something collects them; a dense sum reads the
-    rows themselves (`_dense_parts`: the same additions, in the same order).
+    rows themselves (`_dense_parts`: the same additions, in the same order,
+chad/compile/order.py).
     Made by a nested loop's reverse pass (chad/arrays/nested_support.py)."""
 
     __slots__ = ("rows", "_vals", "_idx")
@@ -171,10 +173,6 @@ class BRows(BArray):
             n, m = self.rows.shape
             self._idx = np.tile(np.arange(m, dtype=np.int64), n)
         return self._idx
-
-    def parts(self) -> list:
-        """The rows in the pairs' order (last first)."""
-        return [self.rows[k] for k in range(len(self.rows) - 1, -1, -1)]
 
 
 @frozen
@@ -367,7 +365,8 @@ def dense_real(bag, n: int, take: bool = False):
                 return np.add(v, 0.0)
     elif type(bag) is BPlus:
         parts = _dense_parts(bag, n)
-        if take and parts and len(parts) == 2 and parts[0] in NO_NEG_ZERO:
+        if (take and parts and len(parts) == 2 and parts[0].ndim == parts[1].ndim == 1
+                and parts[0] in NO_NEG_ZERO):
             # 0.0 + w1 is w1, and w1 + w2 is w2 + w1: added into whichever of
             # the two only the bag holds (references: the bag's slot, the list,
             # the name, getrefcount's argument)
@@ -381,25 +380,32 @@ def dense_real(bag, n: int, take: bool = False):
         if parts:
             # collect's pairs, scattered with bincount: each element is
             # 0.0 + w1 + w2 + ... in the bag's order (and adding the zeros
-            # after that changes nothing: a sum from +0.0 is never -0.0)
+            # after that changes nothing: a sum from +0.0 is never -0.0); a
+            # block of rows (BRows) adds its rows in turn (chad/compile/order.py)
+            first = parts[0]
             with quiet():
-                out = np.add(parts[0], 0.0)
+                out = column_sums(first) if first.ndim == 2 else np.add(first, 0.0)
                 for w in parts[1:]:
-                    np.add(out, w, out=out)
+                    if w.ndim == 1:
+                        np.add(out, w, out=out)
+                    else:
+                        out = add_rows(out, w)
             return out
     return None
 
 
 def _dense_parts(bag, n: int) -> list | None:
     """The arrays of a tree of BPlus over BEmpty and BArrays of n reals at the
-    identity indices, left to right; None for any other bag."""
+    identity indices, left to right (a BRows: the block of its rows in the
+    pairs' order, last row first); None for any other bag."""
     parts = []
     for b, _nodes in leaves(bag):
         if type(b) is BRows:
             rows = b.rows
             if not (rows.dtype == np.float64 and rows.ndim == 2 and rows.shape[1] == n):
                 return None
-            parts.extend(b.parts())
+            if len(rows):
+                parts.append(rows[::-1])
         elif type(b) is BArray and b.idx is None:
             v = b.vals
             if not (isinstance(v, np.ndarray) and v.dtype == np.float64 and v.shape == (n,)):

@@ -18,6 +18,7 @@ from chad.types import ArrayT, Real
 from chad.values import _short
 
 from chad.compile.ieee import quiet
+from chad.compile.known import MatrixRows
 
 from .bag import BEMPTY, Bag, BArray, to_dense
 from .evaluate import element
@@ -73,8 +74,9 @@ def _rows_at_once(ty: ArrayT, primal, ct, n: int):
     if mat.shape[0] != n or mat.dtype != np.float64:
         return None
     m = mat.shape[1]
-    for row in primal:
-        if len(row) != m:
-            return None
+    if not (type(primal) is MatrixRows and primal.matrix.shape == mat.shape):
+        for row in primal:
+            if len(row) != m:
+                return None
     with quiet():
         return tuple(np.add(mat, 0.0))

@@ -348,7 +348,7 @@ def eval_gather(ev, t: Gather, env):
 def gather(a, idx, loc=None):
     """The elements of a at the indices idx (an error at the first one out of
     range)."""
-    if is_iota(idx) and (type(a) is np.ndarray or type(a) is tuple) and len(idx) <= len(a):
+    if is_iota(idx) and (type(a) is np.ndarray or isinstance(a, tuple)) and len(idx) <= len(a):
         # the identity indices of a read a ! i (chad/compile/known.py): a's first
         # len(idx) elements, as a view or the tuple itself (arrays are never
         # changed in place)

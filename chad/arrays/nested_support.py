@@ -16,6 +16,7 @@ axis 1.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import partial
 
 import numpy as np
@@ -51,7 +52,7 @@ class RowBags(PerElement):
     def finals(self, n: int) -> tuple:
         rows = self._rows()
         if rows is not None and rows.shape[0] == n:
-            return RowsTuple(rows, [BArray(rows[i]) for i in range(n)])
+            return RowsTuple(rows)
         return tuple(self.bag(i) for i in range(n))
 
     def _rows(self):
@@ -67,16 +68,31 @@ class RowBags(PerElement):
         return None
 
 
-class RowsTuple(tuple):
-    """The tuple of n bags BArray (matrix[i]): `matrix` for a dense sum of all
-    rows at once (chad/arrays/cotangents.py)."""
+class RowsTuple(Sequence):
+    """The n bags BArray (matrix[i]), as a sequence (the evaluation rule's
+    array of the elements' final cells): `matrix` for a dense sum of all rows
+    at once (chad/arrays/cotangents.py); the bags themselves are made only
+    when something reads them."""
 
-    matrix: np.ndarray
+    __slots__ = ("matrix", "_bags")
 
-    def __new__(cls, matrix, bags):
-        out = super().__new__(cls, bags)
-        out.matrix = matrix
-        return out
+    def __init__(self, matrix: np.ndarray) -> None:
+        self.matrix = matrix
+        self._bags = None
+
+    def __len__(self) -> int:
+        return len(self.matrix)
+
+    def __getitem__(self, i):
+        return self._items()[i]
+
+    def __iter__(self):
+        return iter(self._items())
+
+    def _items(self) -> tuple:
+        if self._bags is None:
+            self._bags = tuple([BArray(row) for row in self.matrix])
+        return self._bags
 
 
 def item_bag(item, i: int):

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from chad.compile.known import MatrixRows
 from chad.cotangents import ctg_from_json, densify
 from chad.types import ArrayT, Int, Prod, Real, Type, UnitT
 from chad.values import value_from_json
@@ -50,13 +51,24 @@ def _fast_value(ty: Type, copy: bool = True):
         return floats
     if isinstance(ty, ArrayT) and isinstance(ty.elem, ArrayT) and isinstance(ty.elem.elem, Real):
         def rows(j):
-            # a list or tuple of float64 rows (a matrix as the API takes it):
-            # the tuple of them, each copied unless `copy` is False
+            # a 2-D float64 array, or a list or tuple of float64 rows (a matrix
+            # as the API takes it): the tuple of the rows, copied unless `copy`
+            # is False; rows of one length as the rows of one matrix
+            # (known.MatrixRows: read at once by vectorised code)
+            if type(j) is np.ndarray:
+                if j.ndim != 2 or j.dtype != np.float64:
+                    return _SLOW
+                return MatrixRows(np.array(j, order="C") if copy else np.ascontiguousarray(j))
             if type(j) is not list and type(j) is not tuple:
                 return _SLOW
+            m = -1
             for r in j:
                 if not (type(r) is np.ndarray and r.ndim == 1 and r.dtype == np.float64):
                     return _SLOW
+                if len(r) != m:
+                    m = -2 if m != -1 else len(r)
+            if m >= 0 and (copy or len(j) > 1):
+                return MatrixRows(np.array(j))  # one copy of all the rows
             return tuple([r.copy() for r in j]) if copy else tuple(j)
 
         return rows

@@ -92,3 +92,29 @@ def iota(n: int) -> np.ndarray:
 def is_iota(a) -> bool:
     """a was made by `iota` (so it is 0..len(a)-1) and is still alive."""
     return a in IOTA
+
+
+class MatrixRows(tuple):
+    """An Array (Array R) that is the rows of one matrix: the tuple of the row
+    views of `matrix` (a C-ordered float64 n x m array), made where the rows
+    are known to be that (compiled code's arguments: chad/compile/convert.py),
+    so that a batched read of every row (vector_support.vtake2) is the matrix
+    itself instead of a copy of the rows. Arrays are never changed in place,
+    so the views are as good as copies."""
+
+    matrix: np.ndarray
+
+    def __new__(cls, matrix: np.ndarray):
+        out = super().__new__(cls, matrix)
+        out.matrix = matrix
+        return out
+
+
+def matrix_of(rows, n: int, m: int):
+    """The n x m block of the first n rows' first m elements when rows is a
+    MatrixRows that has them (a view of its matrix), else None."""
+    if type(rows) is MatrixRows:
+        mat = rows.matrix
+        if mat.ndim == 2 and mat.shape[0] >= n and mat.shape[1] >= m:
+            return mat[:n, :m]
+    return None

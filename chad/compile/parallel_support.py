@@ -58,6 +58,7 @@ import numpy as np
 from chad.deep import deep_recursion_limit
 from chad.runtime.parallel_evm import ParallelEVM
 
+from .known import MatrixRows
 from .support import padd
 from .vector_support import VecBack, VecPairs
 
@@ -133,7 +134,7 @@ def psize(*values) -> int:
         t = type(x)
         if t is np.ndarray:
             total += x.size
-        elif t is tuple or t is list:
+        elif t is tuple or t is list or t is MatrixRows:
             stack.extend(x[:16])
         elif t is int:
             if x > 0:

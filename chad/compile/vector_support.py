@@ -18,7 +18,7 @@ import math
 import numpy as np
 
 from .ieee import quiet
-from .known import NO_NEG_ZERO, iota, is_iota
+from .known import NO_NEG_ZERO, iota, is_iota, matrix_of
 
 
 def _shape(rank: int, axis: int, n: int) -> tuple:
@@ -171,6 +171,9 @@ def vtake2(rows, n: int, axis: int, m: int, axis2: int, rank: int, live: int = 1
         return place(np.zeros((n, m)), n, axis, m, axis2, rank)
     if len(rows) < n:
         raise IndexError(f"index {len(rows)} out of range for an array of length {len(rows)}")
+    mat = matrix_of(rows, n, m)
+    if mat is not None:  # the rows of one matrix (known.MatrixRows): no copy
+        return place(mat, n, axis, m, axis2, rank)
     first = np.asarray(rows[0]) if n else np.empty(0)
     if n and first.ndim == 1 and len(first) == m:
         try:  # rows of length m: one copy in C (about twice the loop's speed)

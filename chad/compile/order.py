@@ -1,0 +1,87 @@
+"""Column sums of a block of rows in the evaluator's order, at numpy speed.
+
+The evaluator adds a chain of dense cotangents one after the other: the dense
+sum of n rows r_0 .. r_{n-1} (a cell shared by the elements of a nested loop,
+chad/arrays/bag.py `BRows`) is `((0.0 + r_0) + r_1) + ... + r_{n-1}` in every
+column. A Python loop of n numpy adds gives exactly that, at about a
+microsecond per row.
+
+`np.add.reduce(block, axis=0)` on a block whose rows are contiguous and at
+least two long adds row after row (its inner loop runs along a row, adding it
+to the running row of sums): the same additions in the same order, starting
+from r_0 instead of 0.0 + r_0. The two differ only where the running sum is
+-0.0 (0.0 + -0.0 is 0.0), and since a sum started from +0.0 is never -0.0 in
+round-to-nearest, `reduce(...) + 0.0` is the loop's result, bit for bit.
+Along a single column (rows one long) numpy sums pairwise instead, another
+order: those blocks take the loop. The order numpy uses is an implementation
+choice, not a documented promise, so it is checked once, on blocks built for
+the orders to differ (`_probe`), and the loop is used if numpy ever sums
+another way; tests/test_order.py compares both on cancelling values.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from chad.compile.ieee import quiet
+
+_F64 = np.dtype(np.float64)
+_CHECKED: list[bool | None] = [None]
+
+
+def column_sums(block: np.ndarray) -> np.ndarray:
+    """A new array: 0.0 + block[0] + block[1] + ... in every column, in that
+    order (block a 2-D float64 array with at least one row)."""
+    n, m = block.shape
+    with quiet():
+        if (m >= 2 and block.dtype == _F64 and block.strides[1] == 8
+                and abs(block.strides[0]) >= 8 * m and _reduce_is_sequential()):
+            out = np.add.reduce(block, axis=0)
+            np.add(out, 0.0, out=out)
+            return out
+        return _loop(block)
+
+
+def _loop(block: np.ndarray) -> np.ndarray:
+    out = np.add(block[0], 0.0)
+    for k in range(1, block.shape[0]):
+        np.add(out, block[k], out=out)
+    return out
+
+
+def _reduce_is_sequential() -> bool:
+    if _CHECKED[0] is None:
+        _CHECKED[0] = _probe()
+    return _CHECKED[0]
+
+
+def _probe() -> bool:
+    """numpy's axis-0 reduce equals the loop on blocks where any other order
+    of the additions gives another result (a large value, small ones, its
+    negation: left to right the small ones are lost, paired they are not),
+    forwards and through a reversed view, at a few shapes."""
+    rng = np.random.default_rng(20261128)
+    for n, m in ((3, 2), (9, 2), (17, 3), (40, 8), (129, 5), (1000, 2)):
+        block = rng.standard_normal((n, m)) * 10.0 ** rng.integers(-8, 9, (n, m))
+        block[0] = 1e17
+        block[1:n - 1:2] = 1.0
+        block[n - 1] = -1e17
+        for b in (block, block[::-1]):
+            with quiet():
+                got = np.add.reduce(b, axis=0) + 0.0
+            if got.tobytes() != _loop(b).tobytes():
+                return False
+    return True
+
+
+def add_rows(out: np.ndarray, block: np.ndarray) -> np.ndarray:
+    """out + block[0] + block[1] + ... in every column, in that order: in out
+    (row by row), or, for a longer block, a new array (one reduce over out
+    stacked above the block)."""
+    n, m = block.shape
+    with quiet():
+        if n >= 8 and m >= 2 and block.dtype == _F64 and _reduce_is_sequential():
+            return np.add.reduce(np.concatenate((out[None, :], block)), axis=0)
+        for k in range(n):
+            np.add(out, block[k], out=out)
+    return out

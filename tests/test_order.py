@@ -1,0 +1,108 @@
+"""chad/compile/order.py: column sums of a block of rows at numpy speed, bit
+for bit the evaluator's chain of adds (0.0 + r_0 + r_1 + ...), and the dense
+sum of a BRows bag that uses them."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from chad.arrays.bag import BEMPTY, BArray, BPlus, BRows, dense_real, to_dense
+from chad.compile import order
+from chad.linear import LR, plusv
+
+
+def _bits(a) -> bytes:
+    return np.asarray(a, dtype=np.float64).tobytes()
+
+
+def _chain(block):
+    """The evaluator's order, one Python float at a time."""
+    n, m = block.shape
+    out = []
+    for j in range(m):
+        acc = 0.0
+        for k in range(n):
+            acc = acc + float(block[k, j])
+        out.append(acc)
+    return np.array(out)
+
+
+def _cancelling(rng, n, m):
+    """Values where any other order of the additions gives another sum."""
+    block = rng.standard_normal((n, m)) * 10.0 ** rng.integers(-10, 11, (n, m))
+    block[0] = 1e17
+    block[1:n - 1:2] = 1.0
+    if n > 2:
+        block[n - 1] = -1e17
+    return block
+
+
+SHAPES = [(1, 1), (1, 5), (2, 2), (3, 1), (7, 2), (8, 2), (9, 3), (64, 10), (200, 1),
+          (300, 7), (1000, 2), (5, 1000)]
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_column_sums_are_the_chain(shape):
+    rng = np.random.default_rng(sum(shape))
+    block = _cancelling(rng, *shape)
+    assert _bits(order.column_sums(block)) == _bits(_chain(block))
+    rev = block[::-1]  # a reversed view, as BRows reads its rows
+    assert _bits(order.column_sums(rev)) == _bits(_chain(np.ascontiguousarray(rev)))
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_add_rows_is_the_chain(shape):
+    rng = np.random.default_rng(7 + sum(shape))
+    block = _cancelling(rng, *shape)
+    start = rng.standard_normal(shape[1]) * 1e16
+    want = _chain(np.concatenate((start[None, :], block)))
+    assert _bits(order.add_rows(start.copy(), block)) == _bits(want)
+
+
+def test_signed_zeros_infinities_and_nan():
+    z = -0.0
+    block = np.array([[z, z, 1.0, np.inf, np.nan, z],
+                      [z, 0.0, -1.0, -np.inf, 1.0, z],
+                      [z, z, z, 1.0, z, 2.0]])
+    for b in (block, block[::-1], np.tile(block, (5, 1))):
+        assert _bits(order.column_sums(b)) == _bits(_chain(np.ascontiguousarray(b)))
+
+
+def test_columns_and_broadcast_rows_take_the_loop_or_agree():
+    rng = np.random.default_rng(3)
+    big = _cancelling(rng, 50, 6)
+    cols = big.T  # rows not contiguous: strides (8, 48)
+    assert _bits(order.column_sums(cols)) == _bits(_chain(np.ascontiguousarray(cols)))
+    rows = np.broadcast_to(big[0], (40, 6))  # one row n times (stride 0)
+    assert _bits(order.column_sums(rows)) == _bits(_chain(np.ascontiguousarray(rows)))
+
+
+def test_the_probe_decides(monkeypatch):
+    """With the probe failing, the loop gives the same result."""
+    rng = np.random.default_rng(11)
+    block = _cancelling(rng, 100, 4)
+    fast = order.column_sums(block)
+    monkeypatch.setattr(order, "_CHECKED", [False])
+    assert _bits(order.column_sums(block)) == _bits(fast)
+    assert order._probe() is True  # numpy as installed sums row after row
+
+
+@pytest.mark.parametrize("n_rows", [1, 2, 9, 40])
+def test_dense_sum_of_brows_is_the_chain_of_adds(n_rows):
+    rng = np.random.default_rng(n_rows)
+    m = 6
+    rows = _cancelling(rng, n_rows, m)
+    rows[rows.shape[0] // 2, 1] = -0.0
+    chain = BEMPTY  # cell = plusv(BArray(rows[k]), cell), k = 0 .. n-1
+    for k in range(n_rows):
+        chain, _ = plusv(BArray(rows[k].copy()), chain)
+    want = to_dense(chain, m, LR())
+    assert _bits(dense_real(BRows(rows), m)) == _bits(want)
+    assert _bits(want) == _bits(_chain(np.ascontiguousarray(rows[::-1])))  # last row first
+    # a BRows after another add, and a dense array after it
+    first = BArray(rng.standard_normal(m) * 1e16)
+    later = BArray(rng.standard_normal(m))
+    got = dense_real(BPlus(later, BPlus(BRows(rows), first)), m)
+    plain = BPlus(later, BPlus(chain, first))
+    assert _bits(got) == _bits(to_dense(plain, m, LR()))
