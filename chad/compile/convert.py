@@ -15,7 +15,6 @@ import numpy as np
 from chad.compile.known import MatrixRows
 from chad.cotangents import ctg_from_json, densify
 from chad.types import ArrayT, Int, Prod, Real, Type, UnitT
-from chad.values import value_from_json
 
 _SLOW = object()
 
