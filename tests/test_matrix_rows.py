@@ -57,6 +57,14 @@ def test_conversion_makes_matrix_rows_only_for_rows_of_one_length():
         assert type(got) is MatrixRows and got.matrix.shape == (2, 3)
         assert got.matrix is not mat and not np.shares_memory(got.matrix, mat)
         assert [list(r) for r in got] == [[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]]
+    # without copies (a call whose results cannot hold the rows): the rows
+    # themselves, their matrix made when vectorised code reads it
+    given = list(mat)
+    (got,) = arguments([P()], copy=False)([given], None)
+    assert type(got) is MatrixRows and all(a is b for a, b in zip(got, given))
+    assert got.shape() is None and got.matrix.tolist() == mat.tolist()
+    (got,) = arguments([P()], copy=False)([mat], None)
+    assert got.matrix is mat
     ragged = (np.zeros(2), np.zeros(3))
     (got,) = conv([ragged], None)
     assert type(got) is tuple and [len(r) for r in got] == [2, 3]
@@ -90,9 +98,18 @@ def test_a_few_reads_and_errors_as_the_interpreter():
 
 def test_vtake2_reads_the_matrix_itself():
     mat = np.arange(12.0).reshape(3, 4)
-    rows = MatrixRows(mat)
+    rows = MatrixRows(mat, mat)
     block = vtake2(rows, 3, 0, 4, 1, 2)
     assert np.shares_memory(block, mat) and block.shape == (3, 4)
+    lazy = MatrixRows(tuple(r.copy() for r in mat))  # the matrix made at the first read
+    assert lazy.shape() is None
+    first = vtake2(lazy, 3, 0, 4, 1, 2)
+    assert lazy.shape() == (3, 4) and np.shares_memory(vtake2(lazy, 3, 0, 4, 1, 2), first)
+    ragged = MatrixRows((np.zeros(2), np.zeros(3)))
+    assert ragged.matrix is None and matrix_of(ragged, 2, 2) is None
+    with pytest.raises(IndexError):
+        vtake2(ragged, 2, 0, 3, 1, 2)
+    assert vtake2(ragged, 2, 0, 2, 1, 2).tolist() == [[0.0, 0.0], [0.0, 0.0]]
     part = vtake2(rows, 2, 0, 3, 1, 2)
     assert part.tolist() == mat[:2, :3].tolist()
     assert matrix_of(rows, 4, 4) is None and matrix_of(tuple(mat), 3, 4) is None

@@ -74,7 +74,7 @@ def _rows_at_once(ty: ArrayT, primal, ct, n: int):
     if mat.shape[0] != n or mat.dtype != np.float64:
         return None
     m = mat.shape[1]
-    if not (type(primal) is MatrixRows and primal.matrix.shape == mat.shape):
+    if not (type(primal) is MatrixRows and primal.shape() == mat.shape):
         for row in primal:
             if len(row) != m:
                 return None

@@ -17,6 +17,8 @@ from chad.cotangents import ctg_from_json, densify
 from chad.types import ArrayT, Int, Prod, Real, Type, UnitT
 
 _SLOW = object()
+_NDARRAY = {np.ndarray}
+_F64 = np.dtype(np.float64)
 
 
 def _fast_value(ty: Type, copy: bool = True):
@@ -57,17 +59,23 @@ def _fast_value(ty: Type, copy: bool = True):
             if type(j) is np.ndarray:
                 if j.ndim != 2 or j.dtype != np.float64:
                     return _SLOW
-                return MatrixRows(np.array(j, order="C") if copy else np.ascontiguousarray(j))
+                mat = np.array(j, order="C") if copy else np.ascontiguousarray(j)
+                return MatrixRows(mat, mat)
             if type(j) is not list and type(j) is not tuple:
                 return _SLOW
-            m = -1
+            if len(j) > 1 and set(map(type, j)) == _NDARRAY \
+                    and all(r.dtype is _F64 and r.ndim == 1 for r in j):
+                if not copy:
+                    return MatrixRows(j)  # the matrix made if vectorised code reads it
+                try:
+                    mat = np.array(j)  # one copy of all the rows
+                except ValueError:  # rows of different lengths
+                    mat = None
+                if mat is not None and mat.ndim == 2:
+                    return MatrixRows(mat, mat)
             for r in j:
                 if not (type(r) is np.ndarray and r.ndim == 1 and r.dtype == np.float64):
                     return _SLOW
-                if len(r) != m:
-                    m = -2 if m != -1 else len(r)
-            if m >= 0 and (copy or len(j) > 1):
-                return MatrixRows(np.array(j))  # one copy of all the rows
             return tuple([r.copy() for r in j]) if copy else tuple(j)
 
         return rows

@@ -94,27 +94,47 @@ def is_iota(a) -> bool:
     return a in IOTA
 
 
+
 class MatrixRows(tuple):
-    """An Array (Array R) that is the rows of one matrix: the tuple of the row
-    views of `matrix` (a C-ordered float64 n x m array), made where the rows
-    are known to be that (compiled code's arguments: chad/compile/convert.py),
-    so that a batched read of every row (vector_support.vtake2) is the matrix
-    itself instead of a copy of the rows. Arrays are never changed in place,
-    so the views are as good as copies."""
+    """An Array (Array R) of float64 rows that may be the rows of one matrix:
+    the tuple of the rows, with that matrix (a C-ordered n x m float64 array)
+    given or made from the rows at the first batched read of every row
+    (vector_support.vtake2, through `matrix_of`) and kept, so that reading the
+    rows again (in every element of an outer loop, in the reverse pass) does
+    not copy them again. Made for compiled code's arguments
+    (chad/compile/convert.py); arrays are never changed in place, so the
+    matrix stays the rows' copy."""
 
-    matrix: np.ndarray
-
-    def __new__(cls, matrix: np.ndarray):
-        out = super().__new__(cls, matrix)
-        out.matrix = matrix
+    def __new__(cls, rows, matrix=None):
+        out = super().__new__(cls, rows)
+        out._matrix = matrix
         return out
+
+    @property
+    def matrix(self):
+        """The matrix of the rows, or None for rows of different lengths."""
+        mat = self._matrix
+        if mat is None:
+            try:
+                mat = np.array(self, dtype=np.float64) if len(self) else None
+            except ValueError:  # rows of different lengths
+                mat = None
+            if mat is None or mat.ndim != 2:
+                mat = False
+            self._matrix = mat
+        return mat if mat is not False else None
+
+    def shape(self):
+        """The matrix's shape when it is made, else None (nothing is made)."""
+        mat = self._matrix
+        return mat.shape if mat is not None and mat is not False else None
 
 
 def matrix_of(rows, n: int, m: int):
     """The n x m block of the first n rows' first m elements when rows is a
-    MatrixRows that has them (a view of its matrix), else None."""
+    MatrixRows of one length at least m (a view of its matrix), else None."""
     if type(rows) is MatrixRows:
         mat = rows.matrix
-        if mat.ndim == 2 and mat.shape[0] >= n and mat.shape[1] >= m:
+        if mat is not None and mat.shape[0] >= n and mat.shape[1] >= m:
             return mat[:n, :m]
     return None
