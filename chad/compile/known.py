@@ -89,9 +89,14 @@ def iota(n: int) -> np.ndarray:
     return a
 
 
+_IOTA_REFS = IOTA._refs
+
+
 def is_iota(a) -> bool:
-    """a was made by `iota` (so it is 0..len(a)-1) and is still alive."""
-    return a in IOTA
+    """a was made by `iota` (so it is 0..len(a)-1) and is still alive
+    (`a in IOTA`, without the method call: it is asked several times per call)."""
+    r = _IOTA_REFS.get(id(a))
+    return r is not None and r() is a
 
 
 
