@@ -408,15 +408,20 @@ def test_conversion_of_odd_2d_arrays_and_lists():
     slow = lambda a: "slow"  # noqa: E731
     mat = np.arange(12.0).reshape(3, 4)
     for arg in _layouts(mat).values():
+        # with copies (results may hold the rows): a plain tuple of rows that
+        # own their data; without: the rows of a C-ordered matrix
         (got,) = conv([arg], slow)
-        assert type(got) is MatrixRows and got.matrix.flags.c_contiguous
-        assert not np.shares_memory(got.matrix, arg)
+        assert type(got) is tuple and not any(np.shares_memory(r, arg) for r in got)
         assert [list(r) for r in got] == mat.tolist()
-        assert got.matrix.flags.writeable  # a copy of a read-only array
+        assert all(r.flags.writeable and r.flags.owndata for r in got)
+        (got,) = _conv(copy=False)([arg], slow)
+        assert type(got) is MatrixRows and got.matrix.flags.c_contiguous
+        assert [list(r) for r in got] == mat.tolist()
     for arg in (np.zeros((0, 3)), np.zeros((3, 0)), mat[:1]):
-        (got,) = conv([arg], slow)
-        assert type(got) is MatrixRows and len(got) == arg.shape[0]
-        assert [len(r) for r in got] == [arg.shape[1]] * arg.shape[0]
+        for c in (True, False):
+            (got,) = _conv(copy=c)([arg], slow)
+            assert type(got) is (tuple if c else MatrixRows) and len(got) == arg.shape[0]
+            assert [len(r) for r in got] == [arg.shape[1]] * arg.shape[0]
     for bad in (mat.astype(">f8"), mat.astype(np.float32), mat.reshape(3, 4, 1),
                 np.asmatrix(mat), [mat[0], list(mat[1])], [mat[0], mat[1].astype(">f8")],
                 [mat[0], mat[1:]]):

@@ -54,25 +54,21 @@ def _fast_value(ty: Type, copy: bool = True):
         def rows(j):
             # a 2-D float64 array, or a list or tuple of float64 rows (a matrix
             # as the API takes it): the tuple of the rows, copied unless `copy`
-            # is False; rows of one length as the rows of one matrix
-            # (known.MatrixRows: read at once by vectorised code)
+            # is False; without copies (a call whose results cannot hold the
+            # rows, so the caller never sees this type) a known.MatrixRows,
+            # whose matrix vectorised code reads at once
             if type(j) is np.ndarray:
                 if j.ndim != 2 or j.dtype != np.float64:
                     return _SLOW
-                mat = np.array(j, order="C") if copy else np.ascontiguousarray(j)
-                return MatrixRows(mat, mat)
+                if copy:  # rows the results may hold: each its own copy, as below
+                    return tuple([r.copy() for r in j])
+                mat = np.ascontiguousarray(j)
+                return MatrixRows(tuple(mat), mat)
             if type(j) is not list and type(j) is not tuple:
                 return _SLOW
-            if len(j) > 1 and set(map(type, j)) == _NDARRAY \
+            if not copy and len(j) > 1 and set(map(type, j)) == _NDARRAY \
                     and all(r.dtype is _F64 and r.ndim == 1 for r in j):
-                if not copy:
-                    return MatrixRows(j)  # the matrix made if vectorised code reads it
-                try:
-                    mat = np.array(j)  # one copy of all the rows
-                except ValueError:  # rows of different lengths
-                    mat = None
-                if mat is not None and mat.ndim == 2:
-                    return MatrixRows(mat, mat)
+                return MatrixRows(j)  # the matrix made if vectorised code reads it
             for r in j:
                 if not (type(r) is np.ndarray and r.ndim == 1 and r.dtype == np.float64):
                     return _SLOW

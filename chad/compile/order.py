@@ -77,11 +77,15 @@ def _probe() -> bool:
 def add_rows(out: np.ndarray, block: np.ndarray) -> np.ndarray:
     """out + block[0] + block[1] + ... in every column, in that order: in out
     (row by row), or, for a longer block, a new array (one reduce over out
-    stacked above the block)."""
+    stacked above the block in a C-ordered copy: numpy adds its rows in turn
+    only when each row is contiguous)."""
     n, m = block.shape
     with quiet():
-        if n >= 8 and m >= 2 and block.dtype == _F64 and _reduce_is_sequential():
-            return np.add.reduce(np.concatenate((out[None, :], block)), axis=0)
+        if n >= 8 and m >= 2 and _reduce_is_sequential():
+            stacked = np.empty((n + 1, m))  # C-ordered, whatever block's layout
+            stacked[0] = out
+            stacked[1:] = block
+            return np.add.reduce(stacked, axis=0)
         for k in range(n):
             np.add(out, block[k], out=out)
     return out
