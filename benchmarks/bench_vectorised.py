@@ -1,8 +1,10 @@
 """Vectorised array code (docs/compiler.md, "Vectorisation"): chad's compiled
 primal and gradient against a hand-written numpy VJP, JAX `jit` and PyTorch
 eager (those two when installed: `pip install -e '.[bench]'`; skipped if not),
-on dot, logsumexp, map with a closure and a 1-D stencil (examples/stencil.chad:
-clamped borders, reads at indices computed by a def call) at n = 10^3 .. 10^6,
+on dot, logsumexp, map with a closure, a map whose body is an `if` (a leaky
+ReLU times a captured weight: chad/compile/switch.py) and a 1-D stencil
+(examples/stencil.chad: clamped borders, reads at indices computed by a def
+call) at n = 10^3 .. 10^6,
 the sum of a matrix-vector product at n = 10 .. 1000 (an n x n matrix) and the
 10-20-5 MLP of the compiled-gradient benchmark on a batch of n = 64 inputs (the
 loss summed over the batch).
@@ -65,6 +67,8 @@ PROGRAMS = {
                  "log (sum (map (\\x -> exp (x - m)) a)) + m",
     "map-closure": "def weighted(w : R, xs : Array R) : R = "
                    "let f = \\(x : R) -> tanh (w * x) * x in sum (map f xs)",
+    "map-if": "def leaky(w : R, xs : Array R) : R = "
+              "sum (map (\\x -> if x > 0.0 then x * w else 0.01 * x * w) xs)",
     "sum-matvec": "def smv(m : Array (Array R), v : Array R) : R = "
                   "sum (build (length m) (\\i -> "
                   "sum (build (length v) (\\j -> m ! i ! j * v ! j))))",
@@ -72,7 +76,8 @@ PROGRAMS = {
     "mlp-batch": MLP_TEXT,
 }
 SIZES = {"dot": (10**3, 10**4, 10**5, 10**6), "logsumexp": (10**3, 10**4, 10**5, 10**6),
-         "map-closure": (10**3, 10**4, 10**5, 10**6), "sum-matvec": (10, 100, 1000),
+         "map-closure": (10**3, 10**4, 10**5, 10**6), "map-if": (10**3, 10**4, 10**5, 10**6),
+         "sum-matvec": (10, 100, 1000),
          "stencil": (10**3, 10**4, 10**5, 10**6), "mlp-batch": (64,)}
 MLP_SHAPE = (10, 20, 5)
 
@@ -82,7 +87,7 @@ def args_of(name: str, n: int, rng):
         return (rng.normal(size=n), rng.normal(size=n))
     if name == "logsumexp":
         return (rng.normal(size=n),)
-    if name == "map-closure":
+    if name in ("map-closure", "map-if"):
         return (0.7, rng.normal(size=n))
     if name == "stencil":
         return (rng.normal(size=n),)
@@ -121,6 +126,15 @@ def numpy_tools(name: str):
             t = np.tanh(w * xs)
             dt = (1.0 - t * t) * xs
             return float(np.sum(t * xs)), (float(np.sum(dt * xs)), t + dt * w)
+        return p, g
+    if name == "map-if":
+        def p(w, xs):
+            return float(np.sum(np.where(xs > 0.0, xs * w, 0.01 * xs * w)))
+
+        def g(w, xs):
+            pos = xs > 0.0
+            return (float(np.sum(np.where(pos, xs * w, 0.01 * xs * w))),
+                    (float(np.sum(np.where(pos, xs, 0.01 * xs))), np.where(pos, w, 0.01 * w)))
         return p, g
 
     if name == "stencil":
@@ -189,6 +203,8 @@ def jax_tools(name: str):
             return jnp.log(jnp.sum(jnp.exp(a - m))) + m
     elif name == "map-closure":
         f = lambda w, xs: jnp.sum(jnp.tanh(w * xs) * xs)  # noqa: E731
+    elif name == "map-if":
+        f = lambda w, xs: jnp.sum(jnp.where(xs > 0.0, xs * w, 0.01 * xs * w))  # noqa: E731
     elif name == "stencil":
         def f(a):
             n = a.shape[0]
@@ -203,7 +219,7 @@ def jax_tools(name: str):
             return jnp.sum(jnp.sum(ys, axis=1, keepdims=True) * lse) - jnp.sum(ys * z)
     else:
         f = lambda m, v: jnp.sum(m @ v)  # noqa: E731
-    argnums = {"dot": (0, 1), "map-closure": (0, 1), "sum-matvec": (0, 1),
+    argnums = {"dot": (0, 1), "map-closure": (0, 1), "map-if": (0, 1), "sum-matvec": (0, 1),
                "mlp-batch": tuple(range(6))}.get(name, (0,))
     p = jax.jit(f)
     g = jax.jit(jax.value_and_grad(f, argnums=argnums))
@@ -227,6 +243,9 @@ def torch_tools(name: str):
             return torch.log(torch.exp(xs[0] - m).sum()) + m
         if name == "map-closure":
             return (torch.tanh(xs[0] * xs[1]) * xs[1]).sum()
+        if name == "map-if":
+            w, x = xs
+            return torch.where(x > 0.0, x * w, 0.01 * x * w).sum()
         if name == "stencil":
             a = xs[0]
             n = a.shape[0]

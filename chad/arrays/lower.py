@@ -19,8 +19,9 @@ compiler's vectorisation (chad/compile/vectorise.py, docs/compiler.md,
 
 from __future__ import annotations
 
+from chad.compile.switch import forward_lets, forward_result
 from chad.compile.vectorise import (
-    BVal, Batcher, NotBatchable, _real_literal, abandon, back_function, bind_forward_lets,
+    BVal, Batcher, NotBatchable, _real_literal, abandon, back_function_tree,
     elem_kind, nesting, per_element_code, vectorise_loop,
 )
 from chad.linear import LR
@@ -409,21 +410,23 @@ def _forward_pairs(gen, t, operand: str, label: str, holder: str) -> str | None:
             b.open_loop(n)
             first = BVal("idx", axis=0, dims={0}, elem="Z")
         saved = [b.bind(t.name, first)]
-        lets, body = bind_forward_lets(b, t.body)
+        lets, body = forward_lets(b, t.body)
         saved.extend(lets)
-        y = b.value(body.left)
+        y, tree = forward_result(b, body)  # a case of pairs: chad/compile/switch.py
         if isinstance(y, BVal) and not (y.kind == "num" and y.elem == "R"):
             raise NotBatchable("the values are not reals")
-        if not isinstance(y, BVal) and type(t) is not UnzipMap and not _real_literal(body.left):
+        if not isinstance(y, BVal) and type(t) is not UnzipMap \
+                and not (type(body) is Pair and _real_literal(body.left)):
             raise NotBatchable("a value of unknown type")
-        fn, caps = back_function(b, body.right)
+        fn, caps, masked = back_function_tree(b, tree)
         for s in reversed(saved):
             b.unbind(s)
         fresh = isinstance(y, BVal) and y.fresh
         ys = gen.atom(f"_vout({b.numbers(y)}, {n}, 1, _f64, {fresh!r})")
         tup = "(" + "".join(f"{c}, " for c in caps) + ")"
         pairs = holder == "_VecPairs"
-        gen.emit(f"{result} = {holder}({ys}, _VecBack({fn}, {n}, {tup}, {lazy}, {pairs!r}))")
+        more = f", None, {masked!r}" if masked else ""
+        gen.emit(f"{result} = {holder}({ys}, _VecBack({fn}, {n}, {tup}, {lazy}, {pairs!r}{more}))")
         guard = " and ".join(f"_visf64({a})" for a in dict.fromkeys(b.assume)) or "True"
         pad = "    " * indent
         block.lines[mark:mark] = [f"{pad}# {label}: vectorised (forward pass)",

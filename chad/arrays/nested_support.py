@@ -238,7 +238,7 @@ def inner_adds(cells: list, run, buf: dict, shape: tuple) -> None:
                 cells[level] = np.ascontiguousarray(np.cumsum(seq, axis=1)[:, -1])
                 run.owned.add(level)
         elif seq.shape[1]:  # (an empty inner loop adds nothing)
-            run.pending.setdefault(level, []).append((seq, True))
+            run.pending.setdefault(level, []).append((seq, True, None))
     buf.clear()
 
 

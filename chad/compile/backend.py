@@ -43,6 +43,7 @@ from .codegen import CompileError, Gen
 from .inline import inline
 from .memory import keep_freed_memory
 from .source import prepare_body, small_defs
+from . import switch
 from .support import FastArrayEVM
 
 FORWARD = "fwd$0"   # the forward pair in the gradient and backward terms
@@ -239,7 +240,7 @@ class _Same:
 def _key(prog: Program, d: Def, *rest):
     # a program given as text is parsed anew by each API call: its source and
     # file identify it; a Program built in Python is identified by the object
-    rest = rest + (_vectorise[0], _rows[0])
+    rest = rest + (_vectorise[0], _rows[0], _cases[0])
     name = None if d is None else d.name
     if prog.source is not None:
         return (prog.source, prog.file, name) + rest
@@ -248,6 +249,7 @@ def _key(prog: Program, d: Def, *rest):
 
 _vectorise = [True]
 _rows = [True]
+_cases = switch.ENABLED
 
 
 class _Switch:
@@ -281,6 +283,14 @@ class rewriting_rows(_Switch):
     rows.py): for tests and benchmarks comparing the two."""
 
     flag = _rows
+
+
+class batching_cases(_Switch):
+    """`with batching_cases(False):` compiles a case of (value,
+    backpropagator) pairs in a forward pass element by element, as before
+    chad/compile/switch.py: for tests and benchmarks comparing the two."""
+
+    flag = _cases
 
 
 def _defs(prog: Program, simplify: bool = True) -> dict | None:

@@ -276,16 +276,17 @@ class VecBack:
     theirs at this depth of the cells (else `sequenceScoped` runs the
     per-element closures, before anything changed)."""
 
-    __slots__ = ("fn", "caps", "n", "lazy", "pairs", "nested", "_items")
+    __slots__ = ("fn", "caps", "n", "lazy", "pairs", "nested", "masked", "_items")
 
     def __init__(self, fn, n: int, caps: tuple, lazy, pairs: bool = False,
-                 nested=None) -> None:
+                 nested=None, masked: tuple = ()) -> None:
         self.fn = fn
         self.n = n
         self.caps = caps
         self.lazy = lazy     # the per-element code: (ys, closures), or with `pairs`
         self.pairs = pairs   # the array of pairs (y, closure)
         self.nested = nested
+        self.masked = masked  # the levels its branches add to (vaddm: chad/compile/switch.py)
         self._items = None
 
     def run(self, d, cells: list, base: int) -> list:
@@ -340,12 +341,23 @@ class Pass:
         shared = getattr(cells, "fork_base", 0)  # a forked half's cells (parallel_support)
         for level, parts in self.pending.items():
             if len(parts) == 1:
-                seq, owned = parts[0]
+                seq, owned, mask = parts[0]
                 seq = seq.reshape(-1)
+            elif _one_each(parts):  # an if/else: each element's one add, from its branch
+                (v1, _, m1), (v2, _, _) = parts
+                seq, owned, mask = np.where(m1, v1, v2), True, None
             else:  # a new array: owned
                 n = len(parts[0][0])  # the elements: every part has a row for each
-                rows = [p.reshape(n, -1) for p, _ in parts]
+                rows = [p.reshape(n, -1) for p, _, _ in parts]
                 seq, owned = np.concatenate(rows, axis=1).ravel(), True
+                mask = None
+                if any(m is not None for _, _, m in parts):  # the adds each element made
+                    mask = np.concatenate([
+                        np.ones(r.shape, dtype=bool) if m is None
+                        else np.broadcast_to(np.reshape(m, (n, 1)), r.shape)
+                        for r, (_, _, m) in zip(rows, parts)], axis=1).ravel()
+            if mask is not None:  # a branch's adds: those of the elements that ran it
+                seq, owned = seq[mask], True
             if not seq.size:  # no element added anything
                 continue
             run = cumsum_in_place if owned else cumsum_from
@@ -355,6 +367,16 @@ class Pass:
                 cells[level] = run(seq, cells[level])
         for level, (add_all, items) in self.later.items():
             add_all(cells, level, items)
+
+
+def _one_each(parts: list) -> bool:
+    """Two adds to a shared cell under complementary masks (the two branches
+    of a case, one add each): every element made exactly one of them."""
+    if len(parts) != 2:
+        return False
+    (v1, _, m1), (v2, _, m2) = parts
+    return (m1 is not None and m2 is not None and v1.ndim == v2.ndim == 1
+            and not np.any(np.equal(m1, m2)))
 
 
 def cumsum_from(seq, cur) -> float:
@@ -377,6 +399,32 @@ def cumsum_in_place(seq, cur) -> float:
         return float(seq[-1])
 
 
+def vaddm(cells: list, level: int, run: Pass, v, n: int, mask) -> None:
+    """`add level v` run by the elements where the bool array mask holds (a
+    branch of a case: chad/compile/switch.py), the others adding nothing: an
+    element's own cell is added to where the mask holds (in place, numpy's
+    `where=`); for a shared cell the masked-out elements' values are dropped
+    when `Pass.flush` sums them (each element's adds, in order). Inside the
+    batched function's `quiet()` block, as vadd."""
+    if level >= len(cells):
+        raise IndexError(f"add: level {level} out of range for {len(cells)} cells")
+    if n == 0:
+        return
+    if not (type(v) is np.ndarray and v.dtype == _F64 and v.shape == (n,)):
+        v = np.broadcast_to(np.asarray(v, dtype=np.float64), (n,))
+    if level < run.base:
+        run.pending.setdefault(level, []).append((v, False, mask))
+        return
+    cur = cells[level]
+    if cur is None:  # vseq runs such a pass element by element (VecBack.masked)
+        raise RuntimeError(f"internal: a branch's add to cell {level}, which has no value")
+    if level in run.owned:
+        np.add(cur, v, out=cur, where=mask)
+        return
+    cells[level] = np.where(mask, v + cur, cur)  # cur: the initial real, or an array not made here
+    run.owned.add(level)
+
+
 def vadd(cells: list, level: int, run: Pass, v, n: int, adopt: bool = False) -> None:
     """`add level v` run by all n elements: into the per-element cells (level >=
     base) elementwise (the evaluator's per-element additions); to a cell below,
@@ -397,7 +445,7 @@ def vadd(cells: list, level: int, run: Pass, v, n: int, adopt: bool = False) -> 
         adopt = False
         v = np.broadcast_to(np.asarray(v, dtype=np.float64), (n,))
     if level < run.base:
-        run.pending.setdefault(level, []).append((v, adopt))
+        run.pending.setdefault(level, []).append((v, adopt, None))
         return
     cur = cells[level]
     owned = run.owned
@@ -480,6 +528,11 @@ def vseq(fns, ctgs, inits: tuple, keep: tuple):
         base = len(cells)
         if nested is not None and not nested.ready(base + len(inits)):
             return _one_by_one(fns, ctgs, inits, keep, cells)
+        if fns.masked and any(base <= lv < base + len(inits) and inits[lv - base] is None
+                              for lv in fns.masked):
+            # a branch adds to an element's cell that starts as no value: the
+            # elements of the other branch keep none, which one array cannot hold
+            return _one_by_one(fns, ctgs, inits, keep, cells)
         # every element's cell starts at the same real: one Python float for
         # all of them until the first add makes the array (vadd)
         cells.extend(inits)
@@ -555,7 +608,7 @@ def fell_back() -> None:
     FELL_BACK[0] += 1
 
 
-HELPERS.update({"_VecBack": VecBack, "_vadd": vadd, "_vseq": vseq, "_VFallback": Fallback,
+HELPERS.update({"_VecBack": VecBack, "_vadd": vadd, "_vaddm": vaddm, "_vseq": vseq, "_VFallback": Fallback,
                 "_vfell": fell_back})
 
 

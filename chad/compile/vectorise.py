@@ -55,8 +55,8 @@ from contextlib import contextmanager
 from chad import tables
 from chad.primitives import PRIMITIVES
 from chad.terms import (
-    AddEVM, Ann, BindEVM, Case, Fst, Lam, Let, Pair, Prim, PureEVM, ScopeEVM, Snd, ThenEVM, Var,
-    children, free_vars,
+    AddEVM, Ann, App, BindEVM, Case, Fst, Lam, Let, LUnit, Pair, Prim, PureEVM, ScopeEVM, Snd, ThenEVM,
+    Var, children, free_vars,
 )
 from chad.types import Int, Real
 
@@ -161,6 +161,7 @@ class Batcher:
         self.outer_used: dict[str, str] = {}
         self.captured: dict[str, str] = {}  # forward atom -> parameter, captured anyway
         self.pending: list = []  # functions generated for the region (back_function)
+        self.masked: list = []  # levels added to in a branch of a case (execute_batched)
         # atoms assumed to be Array R (untyped target terms), or None: none may be
         self.assume: list | None = None
         # a forward pass nested loops deep (chad/arrays/nested.py): pairs and
@@ -524,23 +525,34 @@ def materialise(b: Batcher, arr, t) -> str:
 # elements' cotangents with one array per scoped cell.
 
 
-def execute_batched(b: Batcher, t, cells: str, base: str) -> None:
+def execute_batched(b: Batcher, t, cells: str, base: str, mask: str | None = None) -> None:
     """Emit the action t run by every element of the region (rank 1): its adds
     as `_vadd` on the list `cells` (levels from `base` on per element). Only
-    lets, `>>`, adds of reals, `pure` and the scope of a let (`scope r m >>=
-    k`, r a real) are batched."""
+    lets, `>>`, adds of reals, `pure`, the scope of a let (`scope r m >>= k`,
+    r a real) and a scope of unit are batched. With `mask` (the name of a bool
+    array: a branch of a case, chad/compile/switch.py) only the elements where
+    it holds run t: its adds are `_vaddm` (the others add nothing), and what
+    it computes must be unable to fail (`safe`), as every element computes it."""
     cls = type(t)
+    if mask is not None and cls in (Let, AddEVM) and not safe(t.rhs if cls is Let else t.val):
+        raise NotBatchable("a branch's action that might fail")
     if cls is ThenEVM:
-        execute_batched(b, t.first, cells, base)
-        execute_batched(b, t.second, cells, base)
+        execute_batched(b, t.first, cells, base, mask)
+        execute_batched(b, t.second, cells, base, mask)
     elif cls is Let:
         saved = b.bind(t.name, b.value(t.rhs))
         try:
-            execute_batched(b, t.body, cells, base)
+            execute_batched(b, t.body, cells, base, mask)
         finally:
             b.unbind(saved)
     elif cls is Ann:
-        execute_batched(b, t.expr, cells, base)
+        execute_batched(b, t.expr, cells, base, mask)
+    elif cls is ScopeEVM and type(t.init) is LUnit:
+        # `scope () m` whose result is not read (CHAD's case: the cell of what
+        # a branch matched, of unit type): a cell that nothing adds a real to
+        b.gen.emit(f"{cells}.append(None)")
+        execute_batched(b, t.m, cells, base, mask)
+        b.gen.emit(f"{cells}.pop()")
     elif cls is BindEVM and type(t.m) is ScopeEVM and type(t.k) is Lam:
         # `scope init m >>= \p -> k`: CHAD's let (the let-bound variable's
         # cotangent cell): one per-element cell, an array of n reals from init
@@ -551,13 +563,13 @@ def execute_batched(b: Batcher, t, cells: str, base: str) -> None:
         init = b.gen.atom(b.gen.value(t.m.init))
         n = b.sizes[0]
         b.gen.emit(f"{cells}.append(_np.full({n}, {init}, dtype=_f64))")
-        execute_batched(b, t.m.m, cells, base)
+        execute_batched(b, t.m.m, cells, base, mask)
         final = b.gen.fresh("v")
         b.gen.emit(f"{final} = {cells}.pop()")
         saved = b.bind(t.k.name, BVal("pair", dims={0}, inner=(
             BVal("num", final, {0}, elem="R"), None)))
         try:
-            execute_batched(b, t.k.body, cells, base)
+            execute_batched(b, t.k.body, cells, base, mask)
         finally:
             b.unbind(saved)
     elif cls is AddEVM:
@@ -568,6 +580,11 @@ def execute_batched(b: Batcher, t, cells: str, base: str) -> None:
             raise NotBatchable("an add of a value that is not a real")
         if not isinstance(v, BVal) and not _real_literal(t.val):
             raise NotBatchable("an add of an unbatched value")
+        if mask is not None:  # a branch's add: only where the mask holds
+            b.masked.append(t.level)
+            b.gen.emit(f"_vaddm({cells}, {t.level!r}, {base}, {b.numbers(v)}, {b.sizes[0]}, "
+                       f"{mask})")
+            return
         # a value computed for this add alone (a primitive's fresh array, not a
         # let-bound name that another add may read) may become the cell's array
         adopt = type(t.val) is Prim and isinstance(v, BVal) and v.fresh
@@ -576,6 +593,13 @@ def execute_batched(b: Batcher, t, cells: str, base: str) -> None:
                 del b._cse[key]
         extra = ", True" if adopt else ""
         b.gen.emit(f"_vadd({cells}, {t.level!r}, {base}, {b.numbers(v)}, {b.sizes[0]}{extra})")
+    elif cls is App:  # a captured backpropagator (a let-bound forward pass: switch.py)
+        f = b.value(t.fn)
+        if not (isinstance(f, BVal) and f.kind == "back"):
+            raise NotBatchable("an application of a function that is not a backpropagator")
+        if mask is not None and not safe(t.arg):
+            raise NotBatchable("a branch's action that might fail")
+        run_back(b, f.inner, b.value(t.arg), cells, base, mask)
     elif cls is PureEVM:
         if b.is_batched(t.expr) or not safe(t.expr):
             raise NotBatchable("a batched result of an action")
@@ -592,48 +616,132 @@ def back_function(b: Batcher, lam: Lam) -> tuple[str, list[str]]:
     region of b (rank 1): a new top-level function of its captured values, d,
     the cells, base and n; returns its name and the atoms it captures. Its lines
     are added to the module only by `commit` (after the whole node batched)."""
-    gen = b.gen
-    free = [x for x in free_vars(lam)]
+    name, atoms, _masked = back_function_tree(b, ("lam", lam, capture(b, lam)))
+    return name, atoms
+
+
+def capture(b: Batcher, lam: Lam) -> list:
+    """What the free variables of the backpropagator lam are bound to here:
+    (name, batched number or atom) each."""
     caps: list[tuple[str, object]] = []
-    for x in free:
+    for x in free_vars(lam):
         if x in b.bound:
             v = b.bound[x]
-            caps.append((x, v if v.kind == "num" else None))
-            if v.kind != "num":
+            if not _capturable(v):
                 raise NotBatchable("a backpropagator capturing a loop index or an array")
-        elif x in gen.env:
-            caps.append((x, gen.env[x]))
+            caps.append((x, v))
+        elif x in b.gen.env:
+            caps.append((x, b.gen.env[x]))
         else:
             raise NotBatchable(f"unbound {type(lam).__name__}")
+    return caps
+
+
+def _capturable(v) -> bool:
+    """A batched value a backpropagator may capture: numbers, and pairs of
+    numbers and backpropagators (chad/compile/switch.py: a let-bound forward
+    pass of a case)."""
+    if not isinstance(v, BVal):
+        return True
+    if v.kind == "num":
+        return True
+    if v.kind == "tuple":
+        return all(_capturable(p) for p in v.inner)
+    return v.kind == "back"
+
+
+def _atoms_of(v, out: dict, fresh) -> None:
+    """Every forward atom a captured value or a tree of backpropagators holds
+    (a parameter name for each, in `out`)."""
+    if isinstance(v, tuple) and v and v[0] in ("lam", "case"):
+        if v[0] == "case":
+            _atoms_of(v[1], out, fresh)
+            _atoms_of(v[2], out, fresh)
+            _atoms_of(v[3], out, fresh)
+        else:
+            for _x, c in v[2]:
+                _atoms_of(c, out, fresh)
+        return
+    if isinstance(v, BVal):
+        if v.kind == "num":
+            v = v.expr
+        elif v.kind == "tuple":
+            for p in v.inner:
+                _atoms_of(p, out, fresh)
+            return
+        else:  # "back"
+            _atoms_of(v.inner, out, fresh)
+            return
+    if v not in out:
+        out[v] = fresh()
+
+
+def _in_params(v, of_atom: dict):
+    """A captured value or tree in the batched function's parameters."""
+    if isinstance(v, tuple) and v and v[0] in ("lam", "case"):
+        if v[0] == "case":
+            return ("case", _in_params(v[1], of_atom), _in_params(v[2], of_atom),
+                    _in_params(v[3], of_atom))
+        return ("lam", v[1], [(x, _in_params(c, of_atom)) for x, c in v[2]])
+    if isinstance(v, BVal):
+        if v.kind == "num":
+            return BVal("num", of_atom[v.expr], {0}, elem=v.elem)
+        if v.kind == "tuple":
+            return BVal("tuple", dims={0}, inner=tuple(_in_params(p, of_atom) for p in v.inner))
+        return BVal("back", dims={0}, inner=_in_params(v.inner, of_atom))
+    return of_atom[v]
+
+
+def run_back(b: Batcher, tree, arg, cells: str, base: str, mask: str | None) -> None:
+    """Emit a tree of backpropagators (in the batched function's parameters)
+    applied to arg: a leaf's action with its captures and its parameter bound;
+    a case's branches under their masks (the mask and-ed with c, and with not
+    c)."""
+    gen = b.gen
+    if tree[0] == "case":
+        c = b.numbers(tree[1])
+        run_back(b, tree[2], arg, cells, base, c if mask is None else gen.atom(f"({mask} & {c})"))
+        run_back(b, tree[3], arg, cells, base,
+                 gen.atom(f"~{c}" if mask is None else f"({mask} & ~{c})"))
+        return
+    _kind, lam, caps = tree
+    saved = [b.bind(x, v) for x, v in caps]
+    saved.append(b.bind(lam.name, arg))
+    try:
+        execute_batched(b, lam.body, cells, base, mask)
+    finally:
+        for s in reversed(saved):
+            b.unbind(s)
+
+
+def back_function_tree(b: Batcher, tree) -> tuple[str, list[str], tuple]:
+    """back_function of a tree of backpropagators: ("lam", lam, capture(b,
+    lam)), or ("case", c, left, right), c a batched Bool: the elements where c
+    holds run left's action, the others right's (chad/compile/switch.py).
+    Returns the function's name, the atoms it captures and the levels it adds
+    to in a branch (vector_support.VecBack's `masked`)."""
+    gen = b.gen
     name = gen.fresh("vb")
     # one parameter per distinct captured value (two names bound to one atom,
     # as the region's shared expressions make them, are one parameter)
     of_atom: dict[str, str] = {}
-    for _x, v in caps:
-        atom = v.expr if isinstance(v, BVal) else v
-        if atom not in of_atom:
-            of_atom[atom] = gen.fresh("c")
+    _atoms_of(tree, of_atom, lambda: gen.fresh("c"))
     params = list(of_atom.values())
     d, cells, base, n = gen.fresh("p"), gen.fresh("cells"), gen.fresh("p"), gen.fresh("p")
     inner = Batcher(gen, 1)
     inner.sizes.append(n)
     with function_block(gen, f"def {name}({', '.join(params + [d, cells, base, n])}):") \
             as block:
-        for x, v in caps:
-            p = of_atom[v.expr if isinstance(v, BVal) else v]
-            if isinstance(v, BVal):
-                inner.bound[x] = BVal("num", p, {0}, elem=v.elem)
-            else:
-                gen.env[x] = p
-        inner.bound[lam.name] = BVal("num", d, {0}, elem="R")
         inner.outer = _in_terms_of(b._cse, of_atom)
         inner.captured = of_atom
-        quiet_body(gen, lambda: execute_batched(inner, lam.body, cells, base))
+        local = _in_params(tree, of_atom)
+        quiet_body(gen, lambda: run_back(inner, local, BVal("num", d, {0}, elem="R"), cells,
+                                         base, None))
     if inner.outer_used:  # forward values it reads (tanh x of tanh's derivative): parameters
         extra = list(inner.outer_used.values())
         block.lines[0] = f"def {name}({', '.join(params + extra + [d, cells, base, n])}):"
     b.pending.append(block)
-    return name, list(of_atom) + list(inner.outer_used)
+    return name, list(of_atom) + list(inner.outer_used), tuple(sorted(set(inner.masked)))
 
 
 @contextmanager
