@@ -28,7 +28,8 @@ SHARED = ("def f(w : R, a : Array R) : R = sum (map (\\x -> "
 SHARED_EXACT = ("def f(w : R, a : Array R) : R = sum (map (\\x -> "
                 "if x > 0.0 then x * w * w else x * w - w) a)")
 # one add to w in each branch (Pass.flush: np.where of the two, no compress)
-LEAKY = "def f(w : R, a : Array R) : R = sum (map (\\x -> if x > 0.0 then x * w else 0.01 * x * w) a)"
+LEAKY = ("def f(w : R, a : Array R) : R = "
+         "sum (map (\\x -> if x > 0.0 then x * w else 0.01 * x * w) a)")
 LETS = ("def f(a : Array R) : R = sum (map (\\x -> "
         "if x > 0.0 then let y = x * 2.0 in y * y + y else 0.01 * x) a)")
 BUILD = ("def f(a : Array R, c : R) : Array R = build (length a) (\\i -> "
@@ -39,7 +40,8 @@ VEC_OUT = "def f(a : Array R) : Array R = map (\\x -> if x >= 0.0 then exp x els
 NESTED_CASE = ("def f(w : R, a : Array R) : R = sum (map (\\x -> "
                "if x > 0.0 then (if x > 2.0 then w * x else x * x) else w - x) a)")
 
-PROGRAMS = {"relu": RELU, "clamp": CLAMP, "shared": SHARED, "shared_exact": SHARED_EXACT, "leaky": LEAKY, "lets": LETS, "build": BUILD,
+PROGRAMS = {"relu": RELU, "clamp": CLAMP, "shared": SHARED, "shared_exact": SHARED_EXACT,
+            "leaky": LEAKY, "lets": LETS, "build": BUILD,
             "abs_sum": ABS_SUM, "vec_out": VEC_OUT, "nested_case": NESTED_CASE}
 # numpy's exp and sin may differ from the evaluator's in the last bit: within 1e-12
 EXACT = {"relu", "clamp", "lets", "build", "abs_sum", "nested_case", "shared_exact", "leaky"}
@@ -75,7 +77,18 @@ def _grads(text, args, ctg, **kw):
 @pytest.mark.parametrize("name", sorted(PROGRAMS))
 def test_the_case_of_pairs_is_batched(name):
     src = _source(PROGRAMS[name])
-    assert "vectorised (forward pass)" in src and "_vaddm(" in src, src
+    assert "vectorised (forward pass)" in src and "per-element loop" not in src, src
+    assert "_vaddm(" in src or "_np.where(" in src.split("def vb", 1)[1], src
+
+
+def test_an_if_else_adding_to_the_same_cells_is_merged():
+    """Both branches add once to x's cell and once to w's: the batched
+    function adds np.where of the two values, no masked add."""
+    src = _source(LEAKY)
+    back = src.split("def vb", 1)[1]
+    assert "_vaddm(" not in back and back.count("_np.where(") == 2, back
+    src = _source(RELU)  # one branch adds, the other does not: a masked add
+    assert _source(RELU).split("def vb", 1)[1].count("_vaddm(") == 1, src
 
 
 @pytest.mark.parametrize("evm", RUNTIMES)
@@ -178,3 +191,36 @@ def test_a_branch_adding_to_a_cell_with_no_value_runs_element_by_element():
     with pytest.raises(RuntimeError):
         vs.vaddm([None], 0, run, np.ones(2), 2, np.array([True, False]))
 
+
+
+def test_flush_of_masked_adds_to_a_shared_cell_is_the_chain_of_adds():
+    """Pass.flush: two complementary single adds (np.where) and any other
+    masked adds (the values of the elements that made them, element by
+    element, in program order) give the evaluator's running sum."""
+    from chad.compile import vector_support as vs
+
+    rng = np.random.default_rng(4)
+    n = 50
+    v1, v2, v3 = (rng.normal(size=n) * 10.0 ** rng.integers(-8, 9, n) for _ in range(3))
+    c = rng.normal(size=n) > 0
+    d = rng.normal(size=n) > 0
+
+    def chain(adds):
+        acc = 0.25
+        for i in range(n):
+            for v, m in adds:
+                if m is None or m[i]:
+                    acc = acc + float(v[i])
+        return acc
+
+    for adds in ([(v1, c), (v2, ~c)], [(v1, c), (v2, d)], [(v1, c), (v2, ~c), (v3, None)],
+                 [(v1, None), (v2, ~c)], [(v1, c & d), (v2, ~c), (v3, c & ~d)]):
+        run = vs.Pass(1)
+        cells = [0.25]
+        for v, m in adds:
+            if m is None:
+                vs.vadd(cells, 0, run, v.copy(), n)
+            else:
+                vs.vaddm(cells, 0, run, v, n, m)
+        run.flush(cells)
+        assert cells[0].hex() == chain(adds).hex()

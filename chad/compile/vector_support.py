@@ -216,7 +216,8 @@ def vsum(x, n: int, axis: int, rank: int):
         shape[axis] = n
         x = np.broadcast_to(x, shape)
     with quiet():
-        return np.add.reduce(x, axis=axis, keepdims=True)  # np.sum's own reduce, without its wrapper
+        # np.sum's own reduce, without its wrapper
+        return np.add.reduce(x, axis=axis, keepdims=True)
 
 
 def vout(x, n: int, rank: int, dtype, fresh: bool, private: bool = False):
@@ -608,7 +609,8 @@ def fell_back() -> None:
     FELL_BACK[0] += 1
 
 
-HELPERS.update({"_VecBack": VecBack, "_vadd": vadd, "_vaddm": vaddm, "_vseq": vseq, "_VFallback": Fallback,
+HELPERS.update({"_VecBack": VecBack, "_vadd": vadd, "_vaddm": vaddm, "_vseq": vseq,
+                "_VFallback": Fallback,
                 "_vfell": fell_back})
 
 

@@ -36,7 +36,9 @@ In a derivative, CHAD's forward pass of a map or build yields one
 backpropagator per element; where the body batches, `back_function` makes ONE
 function running their action for all elements at once (`execute_batched`:
 lets, `>>`, adds of reals), which the reverse pass (`sequenceScoped`) runs on
-arrays of cells (chad/compile/vector_support.py, docs/compiler.md).
+arrays of cells (chad/compile/vector_support.py, docs/compiler.md). A body
+ending in a case of such pairs (an `if` in a map) is batched by
+chad/compile/switch.py: its branches' actions run under masks.
 
 Errors and the order of evaluation: the evaluator evaluates a build's body n
 times, so an unbatched sub-term it would evaluate at every element is computed
@@ -55,8 +57,8 @@ from contextlib import contextmanager
 from chad import tables
 from chad.primitives import PRIMITIVES
 from chad.terms import (
-    AddEVM, Ann, App, BindEVM, Case, Fst, Lam, Let, LUnit, Pair, Prim, PureEVM, ScopeEVM, Snd, ThenEVM,
-    Var, children, free_vars,
+    AddEVM, Ann, App, BindEVM, Case, Fst, Lam, Let, LUnit, Pair, Prim, PureEVM, ScopeEVM, Snd,
+    ThenEVM, Unit, Var, children, free_vars,
 )
 from chad.types import Int, Real
 
@@ -698,6 +700,8 @@ def run_back(b: Batcher, tree, arg, cells: str, base: str, mask: str | None) -> 
     a case's branches under their masks (the mask and-ed with c, and with not
     c)."""
     gen = b.gen
+    if tree[0] == "case" and _merged(b, tree, arg, cells, base, mask):
+        return
     if tree[0] == "case":
         c = b.numbers(tree[1])
         run_back(b, tree[2], arg, cells, base, c if mask is None else gen.atom(f"({mask} & {c})"))
@@ -712,6 +716,78 @@ def run_back(b: Batcher, tree, arg, cells: str, base: str, mask: str | None) -> 
     finally:
         for s in reversed(saved):
             b.unbind(s)
+
+
+def _adds_of(t) -> list | None:
+    """The adds (level, value) of an action made of `>>`, adds, `pure` and
+    scopes of unit only (whose cells nothing adds a real to), in order; else
+    None."""
+    out: list = []
+    stack = [t]
+    while stack:
+        t = stack.pop()
+        cls = type(t)
+        if cls is ThenEVM:
+            stack.extend((t.second, t.first))
+        elif cls is Ann:
+            stack.append(t.expr)
+        elif cls is ScopeEVM and type(t.init) is LUnit:
+            stack.append(t.m)
+        elif cls is AddEVM and isinstance(t.level, int) and not isinstance(t.level, bool) \
+                and t.level >= 0 and safe(t.val):
+            out.append((t.level, t.val))
+        elif cls is PureEVM and type(t.expr) in (Unit, LUnit):
+            continue
+        else:
+            return None
+    return out
+
+
+def _merged(b: Batcher, tree, arg, cells: str, base: str, mask: str | None) -> bool:
+    """A case of two backpropagators whose actions are adds only, the same
+    number of them to each cell (an if/else adding to the same cells): every
+    element makes the same adds, each of its own branch's value, so they are
+    the adds of np.where(c, left's value, right's value), in the branches'
+    order per cell, for every element (under the enclosing mask, if any). The
+    evaluator's additions, in its order, without masked adds. False (nothing
+    emitted) for any other case."""
+    left, right = tree[2], tree[3]
+    if left[0] != "lam" or right[0] != "lam":
+        return False
+    adds = [_adds_of(left[1].body), _adds_of(right[1].body)]
+    if adds[0] is None or adds[1] is None or not adds[0]:
+        return False
+    levels = [[lv for lv, _ in a] for a in adds]
+    if sorted(levels[0]) != sorted(levels[1]):
+        return False
+    values = []
+    for (_kind, lam, caps), branch in zip((left, right), adds):
+        saved = [b.bind(x, v) for x, v in caps]
+        saved.append(b.bind(lam.name, arg))
+        try:
+            vals = [b.value(v) for _lv, v in branch]
+        finally:
+            for s in reversed(saved):
+                b.unbind(s)
+        for (_lv, term), v in zip(branch, vals):
+            if isinstance(v, BVal) and not (v.kind == "num" and v.elem == "R") \
+                    or not isinstance(v, BVal) and not _real_literal(term):
+                raise NotBatchable("an add of a value that is not a real")
+        values.append(vals)
+    gen = b.gen
+    c = b.numbers(tree[1])
+    right_at: dict = {}  # right's adds to each cell, in order
+    for k, lv in enumerate(levels[1]):
+        right_at.setdefault(lv, []).append(k)
+    for k, lv in enumerate(levels[0]):
+        j = right_at[lv].pop(0)
+        v = gen.atom(f"_np.where({c}, {b.numbers(values[0][k])}, {b.numbers(values[1][j])})")
+        if mask is None:
+            gen.emit(f"_vadd({cells}, {lv!r}, {base}, {v}, {b.sizes[0]}, True)")
+        else:
+            b.masked.append(lv)
+            gen.emit(f"_vaddm({cells}, {lv!r}, {base}, {v}, {b.sizes[0]}, {mask})")
+    return True
 
 
 def back_function_tree(b: Batcher, tree) -> tuple[str, list[str], tuple]:
