@@ -224,3 +224,32 @@ def test_flush_of_masked_adds_to_a_shared_cell_is_the_chain_of_adds():
                 vs.vaddm(cells, 0, run, v, n, m)
         run.flush(cells)
         assert cells[0].hex() == chain(adds).hex()
+
+
+# max and min (their derivatives add `case c of d | 0.0`, or take a component
+# of `case c of lpair 0 d | lpair d 0`: np.where, the linear zero LZERO being a
+# constant that cannot fail, chad/compile/failing.py; vectorise._where_pairs)
+MAXMIN = {
+    "relu_max": "def f(a : Array R) : R = sum (map (\\x -> max(0.0, x)) a)",
+    "min_cap": "def f(w : R, a : Array R) : R = sum (map (\\x -> min(x * w, 1.0)) a)",
+    "max_pair": ("def f(a : Array R, b : Array R) : R = "
+                 "sum (build (length a) (\\i -> max(a ! i, b ! i) * a ! i))"),
+}
+
+
+@pytest.mark.parametrize("evm", RUNTIMES)
+@pytest.mark.parametrize("name", sorted(MAXMIN))
+def test_max_and_min_in_a_map_are_batched_and_agree(name, evm):
+    text = MAXMIN[name]
+    src = _source(text)
+    assert "vectorised (forward pass)" in src and "per-element loop" not in src, src
+    a = np.array(SPECIAL + [-0.0, 0.0, 1.0, 1.0])
+    rng = np.random.default_rng(2)
+    args = {"relu_max": (a,), "min_cap": (0.5, a),
+            "max_pair": (a, np.concatenate((a[::-1][1:], [0.0])))}[name]
+    agree(chad.grad(text, evm=evm)(*args), chad.grad(text, backend="interp", evm=evm)(*args),
+          exact=True)
+    b = rng.normal(size=300)
+    args = {"relu_max": (b,), "min_cap": (1.5, b), "max_pair": (b, rng.normal(size=300))}[name]
+    agree(chad.grad(text, evm=evm)(*args), chad.grad(text, backend="interp", evm=evm)(*args),
+          exact=True)

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from chad.primitives import PRIMITIVES
 from chad.terms import (
-    Ann, Case, Fst, Inl, Inr, Length, Let, Pair, Prim, Snd, Unit, Var, children,
+    Ann, Case, Fst, Inl, Inr, Length, Let, LFst, LPair, LSnd, LUnit, Pair, Prim, Snd, Unit, Var,
+    children,
 )
 
 # primitives that may fail on some argument (an EvalError): not safe to hoist
@@ -25,7 +26,7 @@ def safe(t) -> bool:
         node = stack.pop()
         cls = type(node)
         if cls is Prim:
-            if node.op in ("LIT", "ILIT"):
+            if node.op in ("LIT", "ILIT", "LZERO"):  # constants (LZERO: the linear 0.0)
                 continue
             p = PRIMITIVES.get(node.op)
             if p is None or node.op in _FAILING or (p.inline is None and p.batched is None
@@ -33,7 +34,8 @@ def safe(t) -> bool:
                                                     and node.op not in TOTAL):
                 return False
             stack.append(node.arg)
-        elif cls in (Var, Unit, Ann, Let, Pair, Fst, Snd, Length, Case, Inl, Inr):
+        elif cls in (Var, Unit, Ann, Let, Pair, Fst, Snd, Length, Case, Inl, Inr, LUnit, LPair,
+                     LFst, LSnd):
             stack.extend(children(node))
         else:
             return False

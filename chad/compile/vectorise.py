@@ -57,8 +57,8 @@ from contextlib import contextmanager
 from chad import tables
 from chad.primitives import PRIMITIVES
 from chad.terms import (
-    AddEVM, Ann, App, BindEVM, Case, Fst, Lam, Let, LUnit, Pair, Prim, PureEVM, ScopeEVM, Snd,
-    ThenEVM, Unit, Var, children, free_vars,
+    AddEVM, Ann, App, BindEVM, Case, Fst, Lam, Let, LFst, LPair, LSnd, LUnit, Pair, Prim, PureEVM,
+    ScopeEVM, Snd, ThenEVM, Unit, Var, children, free_vars,
 )
 from chad.types import Int, Real
 
@@ -246,9 +246,14 @@ class Batcher:
             return self._prim(t)
         if cls is Case:
             return self._case(t)
-        if self.closures and cls is Pair:
+        if (self.closures and cls is Pair) or cls is LPair:  # (a linear pair: always)
             parts = (self.value(t.left), self.value(t.right))
             return BVal("tuple", dims=self.dims(*parts), inner=parts)
+        if cls is LFst or cls is LSnd:  # of a batched linear pair (never the sparse zero)
+            v = self.value(t.expr)
+            if isinstance(v, BVal) and v.kind == "tuple":
+                return v.inner[0 if cls is LFst else 1]
+            raise NotBatchable(f"no batching rule for {cls.__name__}")
         if self.closures and cls is Lam:
             return self._closure(t)
         if cls is Fst or cls is Snd:
@@ -360,6 +365,8 @@ class Batcher:
             b = self.value(t.rbody)
         finally:
             self.unbind(saved.pop())
+        if isinstance(a, BVal) and isinstance(b, BVal) and a.kind == b.kind == "tuple":
+            return self._where_pairs(c, a, b, self._dims_of(t.scrut))
         kinds = [v.elem for v in (a, b) if isinstance(v, BVal)]
         for v in (a, b):
             if isinstance(v, BVal) and v.kind not in ("num", "idx"):
@@ -371,6 +378,24 @@ class Batcher:
         expr = self.gen.atom(f"{where}({c}, {self.numbers(a)}, {self.numbers(b)})")
         return BVal("num", expr, self.dims(a, b) | self._dims_of(t.scrut), elem=elem,
                     fresh=True)
+
+    def _where_pairs(self, c: str, a: BVal, b: BVal, dims: frozenset) -> BVal:
+        """A case of two linear pairs of reals (a derivative of max or min:
+        `case c of lpair 0 d | lpair d 0`): the pair of np.where of the
+        components."""
+        parts = []
+        for x, y in zip(a.inner, b.inner):
+            if isinstance(x, BVal) and isinstance(y, BVal) and x.kind == y.kind == "tuple":
+                parts.append(self._where_pairs(c, x, y, dims))
+                continue
+            for v in (x, y):
+                if isinstance(v, BVal) and not (v.kind == "num" and v.elem == "R"):
+                    raise NotBatchable("a case of pairs whose components are not reals")
+                if not isinstance(v, (BVal, str)):
+                    raise NotBatchable("a case of pairs whose components are not reals")
+            expr = self.gen.atom(f"_np.where({c}, {self.numbers(x)}, {self.numbers(y)})")
+            parts.append(BVal("num", expr, self.dims(x, y) | dims, elem="R", fresh=True))
+        return BVal("tuple", dims=self.dims(*parts), inner=tuple(parts))
 
     def _dims_of(self, t) -> frozenset:
         out: frozenset = frozenset()
