@@ -369,7 +369,7 @@ register(Primitive("SQRT", R, R, _sqrt,
                    batched="_np.sqrt({0})"))
 register(Primitive("TOREAL", Z, R, _toreal, lambda p, d: LUnit(), doc="Z to R",
                    tangent=zero_tangent,
-                   batched="_np.asarray({0}, dtype=_np.float64)"))
+                   batched="_vtoreal({0})"))
 register(Primitive("FLOOR", R, Z, _floor, lambda p, d: lzero_real(),
                    doc="the largest integer <= x (R to Z); its derivative is zero",
                    tangent=no_tangent))

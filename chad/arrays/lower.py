@@ -421,7 +421,9 @@ def _forward_pairs(gen, t, operand: str, label: str, holder: str) -> str | None:
         fn, caps, masked = back_function_tree(b, tree)
         for s in reversed(saved):
             b.unbind(s)
-        fresh = isinstance(y, BVal) and y.fresh
+        # a vjp's value reaches the caller before the backpropagator, which
+        # may read the same array (tanh's derivative reads tanh x): a copy
+        fresh = isinstance(y, BVal) and y.fresh and not gen.escapes
         ys = gen.atom(f"_vout({b.numbers(y)}, {n}, 1, _f64, {fresh!r})")
         tup = "(" + "".join(f"{c}, " for c in caps) + ")"
         pairs = holder == "_VecPairs"

@@ -71,7 +71,8 @@ def forward_pairs_nested(gen, t, n: str) -> str | None:
         fn, caps, info = back_function_nested(b, body.right)
         for s in reversed(saved):
             b.unbind(s)
-        ys = gen.atom(f"_vout({b.numbers(y)}, {n}, {rank!r}, _f64, {y.fresh!r})")
+        fresh = y.fresh and not gen.escapes  # (a vjp's value: a copy, as lower.py's)
+        ys = gen.atom(f"_vout({b.numbers(y)}, {n}, {rank!r}, _f64, {fresh!r})")
         tup = "(" + "".join(f"{c}, " for c in caps) + ")"
         info = gen.const(info, "K")
         gen.emit(f"{result} = _VecPairs({ys}, _VecBack({fn}, {n}, {tup}, {lazy}, True, {info}))")

@@ -133,7 +133,7 @@ def evm_for(runtime: str):
 
 def _generate(prog: Program, params: list[str], term, runtime: str, simplify: bool,
               label: str, evm=None, fast_math: bool = False, defs: dict | None = None,
-              private: bool = False) -> Module:
+              private: bool = False, escapes: bool = False) -> Module:
     """Generate and compile the module of `term` (already simplified when
     `simplify`; the bodies of the defs it calls are simplified here); with
     `fast_math`, its entry runs with_fast_math."""
@@ -141,6 +141,7 @@ def _generate(prog: Program, params: list[str], term, runtime: str, simplify: bo
               fork=(runtime == "parallel"))
     gen.defs = defs if defs is not None else {d.name: d for d in prog.defs}
     gen.private = private  # a derivative's module (codegen.Gen)
+    gen.escapes = escapes  # a vjp's forward pass (codegen.Gen)
     gen.ns["_E"] = evm if evm is not None else evm_for(runtime)
     try:
         entry = gen.function(params, term, "entry", prepared=True)
@@ -392,7 +393,7 @@ def vjp_modules(prog: Program, d: Def, transform: str = "efficient",
                     lambda: spec.forward_term(sd), simplify, _defs(prog, rw))
         forward = run_shallow(_generate, prog, [p.name for p in d.params], fwd, runtime,
                            simplify, f"forward pass of {d.name} ({transform})", evm,
-                           False, defs, True)
+                           False, defs, True, True)
         back = _term(_key(prog, d, "backward term", transform, simplify),
                      lambda: spec.backward_term(sd, FORWARD), simplify)
         backward = run_shallow(_generate, prog, [FORWARD, CTG], back, runtime, simplify,

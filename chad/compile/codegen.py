@@ -187,6 +187,10 @@ class Gen:
         # a derivative's module (gradient, vjp): the index arrays it builds
         # never reach the caller, so the recorded identity may be used as is
         self.private = False
+        # a vjp's forward pass: its value reaches the caller before its
+        # backpropagator runs, so no array of it may be one the
+        # backpropagator reads (chad/arrays/lower.py, forward passes)
+        self.escapes = False
         self.heavy_memo: dict = {}   # parallel_codegen.heavy, by sub-term id
         self.then_seen: set = set()  # `>>` nodes parallel_codegen has looked at
         self.vectorise = vectorise  # array nodes as numpy code where batchable

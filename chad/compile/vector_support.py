@@ -17,6 +17,8 @@ import math
 
 import numpy as np
 
+from chad.primitives import _toreal
+
 from .ieee import quiet
 from .known import NO_NEG_ZERO, iota, is_iota, matrix_of
 
@@ -30,6 +32,18 @@ def _shape(rank: int, axis: int, n: int) -> tuple:
 def _check_size(n) -> None:
     if n < 0:
         raise ValueError(f"build of negative size {n}")
+
+
+def vtoreal(x):
+    """toreal of a batched integer: an int64 array as float64 (round to
+    nearest, as float(n)); an array of exact Python ints (beyond int64: viadd)
+    element by element as the evaluator's toreal, an infinity beyond the float
+    range (numpy would raise OverflowError)."""
+    x = np.asarray(x)
+    if x.dtype == object:
+        return np.array([_toreal(int(v)) for v in x.ravel()],
+                        dtype=np.float64).reshape(x.shape)
+    return x.astype(np.float64)
 
 
 def vindex(n: int, axis: int, rank: int):
@@ -253,7 +267,7 @@ def vrows(x, n: int, m: int, rank: int, dtype):
     return tuple(mat)
 
 
-HELPERS = {"_np": np, "_quiet": quiet, "_vindex": vindex, "_vtake": vtake,
+HELPERS = {"_np": np, "_quiet": quiet, "_vindex": vindex, "_vtake": vtake, "_vtoreal": vtoreal,
            "_vgather": vgather,
            "_vtake2": vtake2, "_vtake_numbers": vtake_numbers, "_vsum": vsum, "_vout": vout, "_vrows": vrows,
            "_f64": np.float64, "_i64": np.int64, "_ndarray": np.ndarray,
