@@ -22,6 +22,7 @@ from chad.compile.convert import arguments
 from chad.compile.known import MatrixRows, matrix_of
 from chad.linear import LR, plusv
 from chad.types import ArrayT, R
+from tests.test_order import _cancelling  # rows whose column sums show any other order
 
 pytestmark = pytest.mark.filterwarnings("error::RuntimeWarning",
                                         "ignore::PendingDeprecationWarning")  # np.asmatrix
@@ -90,15 +91,6 @@ def _grad_agrees(text, args, evm="array"):
     return got
 
 
-def _cancelling(rng, n, m):
-    """Rows where any order of the additions other than the evaluator's gives
-    another column sum (a big value, ones that are lost after it, its negation)."""
-    block = rng.standard_normal((n, m)) * 10.0 ** rng.integers(-10, 11, (n, m))
-    block[0] = 1e17
-    block[1:n - 1:2] = 1.0
-    if n > 2:
-        block[n - 1] = -1e17
-    return block
 
 
 def _chain_sum(rows, start=None):
