@@ -106,3 +106,46 @@ def test_dense_sum_of_brows_is_the_chain_of_adds(n_rows):
     got = dense_real(BPlus(later, BPlus(BRows(rows), first)), m)
     plain = BPlus(later, BPlus(chain, first))
     assert _bits(got) == _bits(to_dense(plain, m, LR()))
+
+
+# vector_support.vsum: a batched `sum` over a loop is np.sum of each row (the
+# evaluator's pairwise sum), whatever the block's layout: a transposed block
+# (`m ! i ! j` summed over i) is reduced along a contiguous copy
+
+TRANSPOSED_MV = ("def f(m : Array (Array R), v : Array R) : Array R = "
+                 "build (length v) (\\j -> sum (build (length m) (\\i -> m ! i ! j * v ! i)))")
+
+
+@pytest.mark.parametrize("layout", ["C", "F", "T", "broadcast", "reversed"])
+@pytest.mark.parametrize("axis", [0, 1])
+def test_vsum_is_np_sum_of_each_row(layout, axis):
+    from chad.compile.vector_support import vsum
+
+    rng = np.random.default_rng(3)
+    base = _cancelling(rng, 37, 37)
+    x = {"C": base, "F": np.asfortranarray(base), "T": base.T, "reversed": base[::-1, ::-1],
+         "broadcast": np.broadcast_to(base[0], (37, 37))}[layout]
+    if axis == 0:
+        x_rows = np.ascontiguousarray(x.T)
+    else:
+        x_rows = np.ascontiguousarray(x)
+    want = np.array([np.sum(r) for r in x_rows])
+    got = vsum(x, 37, axis, 2).reshape(-1)
+    assert _bits(got) == _bits(want)
+
+
+@pytest.mark.parametrize("evm", ["array", "parallel", "map"])
+@pytest.mark.parametrize("n", [1, 9, 40])
+def test_a_transposed_matrix_vector_product_is_the_interpreters(n, evm):
+    import chad
+
+    rng = np.random.default_rng(n)
+    m = tuple(rng.normal(size=n) * 10.0 ** rng.integers(-8, 9, n) for _ in range(n))
+    v = rng.normal(size=n)
+    assert _bits(chad.primal(TRANSPOSED_MV)(m, v)) == \
+        _bits(chad.primal(TRANSPOSED_MV, backend="interp")(m, v))
+    ctg = list(rng.normal(size=n))
+    got = chad.grad(TRANSPOSED_MV, evm=evm)(m, v, ctg=ctg)
+    want = chad.grad(TRANSPOSED_MV, backend="interp", evm=evm)(m, v, ctg=ctg)
+    assert _bits(got[0]) == _bits(want[0]) and _bits(got[1][1]) == _bits(want[1][1])
+    assert [_bits(r) for r in got[1][0]] == [_bits(r) for r in want[1][0]]

@@ -218,9 +218,11 @@ def place(mat, n: int, axis: int, m: int, axis2: int, rank: int):
 def vsum(x, n: int, axis: int, rank: int):
     """`sum` over the loop at `axis` (n elements), keeping the axis (size 1).
     A value independent of that loop is summed n times, as the evaluator does.
-    Along the last non-trivial axis of a C-ordered array numpy sums each row
-    pairwise, the evaluator's order (np.sum of the row); along any other axis
-    it adds row by row, another order (docs/compiler.md, "Vectorisation")."""
+    Along the contiguous last axis of a C-ordered array numpy sums each row
+    pairwise, the evaluator's order (np.sum of the row); along any other axis,
+    or an axis whose elements are not adjacent in memory (a transposed block:
+    `m ! i ! j` summed over i), it adds row by row, another order: the summed
+    axis is made the contiguous last one first (a copy only then)."""
     _check_size(n)
     x = np.asarray(x, dtype=np.float64)
     if x.ndim < rank:
@@ -230,8 +232,26 @@ def vsum(x, n: int, axis: int, rank: int):
         shape[axis] = n
         x = np.broadcast_to(x, shape)
     with quiet():
+        if x.ndim > 1 and not _sums_pairwise(x, axis):
+            y = np.ascontiguousarray(np.moveaxis(x, axis, -1))
+            return np.moveaxis(np.add.reduce(y, axis=-1, keepdims=True), -1, axis)
         # np.sum's own reduce, without its wrapper
         return np.add.reduce(x, axis=axis, keepdims=True)
+
+
+def _sums_pairwise(x, axis: int) -> bool:
+    """numpy reduces x along axis pairwise, as np.sum of each row: the axis is
+    the innermost one with more than one element, and its elements adjacent
+    in memory (then C order puts the other axes outside it)."""
+    if x.shape[axis] <= 1:
+        return True
+    for k in range(axis + 1, x.ndim):
+        if x.shape[k] > 1:
+            return False
+    if x.strides[axis] != x.itemsize:
+        return False
+    return all(x.shape[k] <= 1 or abs(x.strides[k]) >= x.itemsize * x.shape[axis]
+               for k in range(axis))
 
 
 def vout(x, n: int, rank: int, dtype, fresh: bool, private: bool = False):
