@@ -423,6 +423,7 @@ register(Primitive("POWI", Prod(R, Z), R, _powi,
                                   "POWI", Fst(p), prim("IADD", Snd(p), ilit(-1)))))),
                        LUnit()),
                    doc="x ** n, an R to an integer power",
+                   batched="_vpowi({0}, {1})",
                    tangent=lambda p, dp: branch(
                        prim("IEQ", Snd(p), ilit(0)), lzero_real(),
                        scale(Fst(dp), prim("MUL", prim("TOREAL", Snd(p)), prim(

@@ -46,6 +46,29 @@ def vtoreal(x):
     return x.astype(np.float64)
 
 
+def vpowi(x, n):
+    """x ** n (n : Z) batched, by the evaluator's rules (primitives._powi):
+    numpy's power of |x| to n as a float (an infinity for an n beyond the
+    float range), the sign from the parity of n itself, zero to a negative
+    power an infinity. numpy's power, like its exp, may differ from math.pow
+    in the last bit (docs/compiler.md, "Vectorisation")."""
+    x = np.asarray(x, dtype=np.float64)
+    n = np.asarray(n)
+    if n.dtype == object:  # exact integers beyond int64 (viadd)
+        ints = [int(v) for v in n.ravel()]
+        e = np.array([_toreal(v) for v in ints], dtype=np.float64).reshape(n.shape)
+        odd = np.array([v % 2 == 1 for v in ints], dtype=bool).reshape(n.shape)
+        neg = np.array([v < 0 for v in ints], dtype=bool).reshape(n.shape)
+    else:
+        e = n.astype(np.float64)
+        odd = n % 2 == 1  # numpy's % of int64 is Python's (floor) modulo
+        neg = n < 0
+    with quiet():
+        r = np.power(np.abs(x), e)
+        r = np.where((x == 0.0) & neg, np.inf, r)
+        return np.where(odd & np.signbit(x), -r, r)
+
+
 def vindex(n: int, axis: int, rank: int):
     """The loop index of the loop at `axis` (0 .. n-1), as an Array Z on that axis."""
     _check_size(n)
@@ -288,6 +311,7 @@ def vrows(x, n: int, m: int, rank: int, dtype):
 
 
 HELPERS = {"_np": np, "_quiet": quiet, "_vindex": vindex, "_vtake": vtake, "_vtoreal": vtoreal,
+           "_vpowi": vpowi,
            "_vgather": vgather,
            "_vtake2": vtake2, "_vtake_numbers": vtake_numbers, "_vsum": vsum, "_vout": vout, "_vrows": vrows,
            "_f64": np.float64, "_i64": np.int64, "_ndarray": np.ndarray,
