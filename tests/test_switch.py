@@ -253,3 +253,18 @@ def test_max_and_min_in_a_map_are_batched_and_agree(name, evm):
     args = {"relu_max": (b,), "min_cap": (1.5, b), "max_pair": (b, rng.normal(size=300))}[name]
     agree(chad.grad(text, evm=evm)(*args), chad.grad(text, backend="interp", evm=evm)(*args),
           exact=True)
+
+
+FLAG = "def f(w : R, a : Array R) : R = sum (map (\\x -> if w > 0.0 then x * w else x - w) a)"
+
+
+@pytest.mark.parametrize("evm", RUNTIMES)
+@pytest.mark.parametrize("w", [0.5, -0.5, 0.0, -0.0, float("nan"), float("inf")])
+def test_a_case_on_a_bool_outside_the_loop_is_one_mask(w, evm):
+    """`if w > 0.0` in a map body: the same branch for every element, batched
+    as a mask of n copies of the flag."""
+    src = _source(FLAG)
+    assert "vectorised (forward pass)" in src and "_np.full(" in src, src
+    a = np.array(SPECIAL + list(np.linspace(-2.0, 2.0, 9)))
+    agree(chad.grad(FLAG, evm=evm)(w, a), chad.grad(FLAG, backend="interp", evm=evm)(w, a),
+          exact=True)

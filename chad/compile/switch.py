@@ -17,8 +17,9 @@ branches' forward passes, each a pair (y, \\d -> m). Batched over the loop
   cell the elements share gets element 0's adds, then element 1's, ..., each
   element's those of its branch in program order, as the evaluator makes them.
 
-The scrutinee must be a batched Bool that the branches do not read (CHAD's
-branches here match unit), cases may nest (their masks are and-ed). Anything
+The scrutinee must be a Bool that the branches do not read (CHAD's branches
+here match unit; one outside the loop is a mask of n copies of it), cases may
+nest (their masks are and-ed). Anything
 else is not batchable: the per-element code runs, as before.
 """
 
@@ -103,6 +104,10 @@ def _switch(b: Batcher, t: Case):
     if t.lname in free_vars(t.lbody) or t.rname in free_vars(t.rbody):
         raise NotBatchable("a case reading what it matched")
     c = b.value(t.scrut)
+    if not isinstance(c, BVal) and len(b.sizes) == 1:
+        # a Bool outside the loop (a captured flag, `w > 0.0`): the same branch
+        # for every element, as a mask of n copies of it
+        c = BVal("num", b.gen.atom(f"_np.full({b.sizes[0]}, {b.bools(c)})"), {0}, elem="B")
     if not (isinstance(c, BVal) and c.kind == "num" and c.elem == "B"):
         raise NotBatchable("a case of pairs on a Bool outside the loop")
     (y1, left), (y2, right) = (forward_result(b, branch, in_branch=True)
