@@ -194,9 +194,9 @@ def test_a_branch_adding_to_a_cell_with_no_value_runs_element_by_element():
 
 
 def test_flush_of_masked_adds_to_a_shared_cell_is_the_chain_of_adds():
-    """Pass.flush: two complementary single adds (np.where) and any other
-    masked adds (the values of the elements that made them, element by
-    element, in program order) give the evaluator's running sum."""
+    """Pass.flush: masked adds (the values of the elements that made them,
+    element by element, in program order; complementary masks too) give the
+    evaluator's running sum."""
     from chad.compile import vector_support as vs
 
     rng = np.random.default_rng(4)

@@ -1,7 +1,7 @@
 """Adversarial review of chad/compile/switch.py: a case of (value,
 backpropagator) pairs in a vectorised forward pass (np.where of the values,
 ONE batched backpropagator whose branches add under masks: vector_support.vaddm,
-Pass.flush, _one_each; let-bound forward passes applied by vectorise.run_back;
+Pass.flush; let-bound forward passes applied by vectorise.run_back;
 vseq's fallback).
 
 Every program is checked against the reference interpreter, bit for bit (only

@@ -402,9 +402,6 @@ class Pass:
             if len(parts) == 1:
                 seq, owned, mask = parts[0]
                 seq = seq.reshape(-1)
-            elif _one_each(parts):  # an if/else: each element's one add, from its branch
-                (v1, _, m1), (v2, _, _) = parts
-                seq, owned, mask = np.where(m1, v1, v2), True, None
             else:  # a new array: owned
                 n = len(parts[0][0])  # the elements: every part has a row for each
                 rows = [p.reshape(n, -1) for p, _, _ in parts]
@@ -428,16 +425,6 @@ class Pass:
             add_all(cells, level, items)
 
 
-def _one_each(parts: list) -> bool:
-    """Two adds to a shared cell under complementary masks (the two branches
-    of a case, one add each): every element made exactly one of them."""
-    if len(parts) != 2:
-        return False
-    (v1, _, m1), (v2, _, m2) = parts
-    return (m1 is not None and m2 is not None and v1.ndim == v2.ndim == 1
-            and not np.any(np.equal(m1, m2)))
-
-
 def cumsum_from(seq, cur) -> float:
     """The running sum of the array seq from the cell's value cur (None: from
     seq's first element), one addition after the other: its last value."""
@@ -458,6 +445,16 @@ def cumsum_in_place(seq, cur) -> float:
         return float(seq[-1])
 
 
+def _operand(cells: list, level: int, v, n: int):
+    """An add's value as an array of n reals, after the evaluator's check of
+    the level; and whether it was one already (not a broadcast view)."""
+    if level >= len(cells):
+        raise IndexError(f"add: level {level} out of range for {len(cells)} cells")
+    if type(v) is np.ndarray and v.dtype == _F64 and v.shape == (n,):
+        return v, True
+    return np.broadcast_to(np.asarray(v, dtype=np.float64), (n,)), False
+
+
 def vaddm(cells: list, level: int, run: Pass, v, n: int, mask) -> None:
     """`add level v` run by the elements where the bool array mask holds (a
     branch of a case: chad/compile/switch.py), the others adding nothing: an
@@ -465,12 +462,9 @@ def vaddm(cells: list, level: int, run: Pass, v, n: int, mask) -> None:
     `where=`); for a shared cell the masked-out elements' values are dropped
     when `Pass.flush` sums them (each element's adds, in order). Inside the
     batched function's `quiet()` block, as vadd."""
-    if level >= len(cells):
-        raise IndexError(f"add: level {level} out of range for {len(cells)} cells")
+    v, _whole = _operand(cells, level, v, n)
     if n == 0:
         return
-    if not (type(v) is np.ndarray and v.dtype == _F64 and v.shape == (n,)):
-        v = np.broadcast_to(np.asarray(v, dtype=np.float64), (n,))
     if level < run.base:
         run.pending.setdefault(level, []).append((v, False, mask))
         return
@@ -492,17 +486,12 @@ def vadd(cells: list, level: int, run: Pass, v, n: int, adopt: bool = False) -> 
     cell may take it over and add into it in place instead of copying it.
     Called by the batched backpropagators only, inside their `quiet()` block
     (chad/compile/vectorise.py, back_function): numpy's warnings are off."""
-    if level >= len(cells):
-        raise IndexError(f"add: level {level} out of range for {len(cells)} cells")
+    v, whole = _operand(cells, level, v, n)
     if n == 0:
         return
-    if type(v) is np.ndarray and v.dtype == _F64 and v.shape == (n,):
-        if adopt:
-            flags = v.flags
-            adopt = flags.writeable and flags.owndata
-    else:
-        adopt = False
-        v = np.broadcast_to(np.asarray(v, dtype=np.float64), (n,))
+    if adopt:
+        flags = v.flags
+        adopt = whole and flags.writeable and flags.owndata
     if level < run.base:
         run.pending.setdefault(level, []).append((v, adopt, None))
         return

@@ -602,11 +602,7 @@ def execute_batched(b: Batcher, t, cells: str, base: str, mask: str | None = Non
     elif cls is AddEVM:
         if not isinstance(t.level, int) or isinstance(t.level, bool) or t.level < 0:
             raise NotBatchable("an add at a level that is not a natural number")
-        v = b.value(t.val)
-        if isinstance(v, BVal) and not (v.kind == "num" and v.elem == "R"):
-            raise NotBatchable("an add of a value that is not a real")
-        if not isinstance(v, BVal) and not _real_literal(t.val):
-            raise NotBatchable("an add of an unbatched value")
+        v = _added(b, t.val)
         if mask is not None:  # a branch's add: only where the mask holds
             b.masked.append(t.level)
             b.gen.emit(f"_vaddm({cells}, {t.level!r}, {base}, {b.numbers(v)}, {b.sizes[0]}, "
@@ -632,6 +628,16 @@ def execute_batched(b: Batcher, t, cells: str, base: str, mask: str | None = Non
             raise NotBatchable("a batched result of an action")
     else:
         raise NotBatchable(f"no batched execution of {cls.__name__}")
+
+
+def _added(b: Batcher, term):
+    """The value of an add in a batched action: a batched real, or a literal."""
+    v = b.value(term)
+    if isinstance(v, BVal) and not (v.kind == "num" and v.elem == "R"):
+        raise NotBatchable("an add of a value that is not a real")
+    if not isinstance(v, BVal) and not _real_literal(term):
+        raise NotBatchable("an add of an unbatched value")
+    return v
 
 
 def _real_literal(t) -> bool:
@@ -733,11 +739,19 @@ def run_back(b: Batcher, tree, arg, cells: str, base: str, mask: str | None) -> 
         run_back(b, tree[3], arg, cells, base,
                  gen.atom(f"~{c}" if mask is None else f"({mask} & ~{c})"))
         return
-    _kind, lam, caps = tree
+    with _leaf_bound(b, tree, arg) as lam:
+        execute_batched(b, lam.body, cells, base, mask)
+
+
+@contextmanager
+def _leaf_bound(b: Batcher, leaf, arg):
+    """A backpropagator's captures and its parameter (arg) bound in b; yields
+    its lambda."""
+    _kind, lam, caps = leaf
     saved = [b.bind(x, v) for x, v in caps]
     saved.append(b.bind(lam.name, arg))
     try:
-        execute_batched(b, lam.body, cells, base, mask)
+        yield lam
     finally:
         for s in reversed(saved):
             b.unbind(s)
@@ -786,19 +800,9 @@ def _merged(b: Batcher, tree, arg, cells: str, base: str, mask: str | None) -> b
     if sorted(levels[0]) != sorted(levels[1]):
         return False
     values = []
-    for (_kind, lam, caps), branch in zip((left, right), adds):
-        saved = [b.bind(x, v) for x, v in caps]
-        saved.append(b.bind(lam.name, arg))
-        try:
-            vals = [b.value(v) for _lv, v in branch]
-        finally:
-            for s in reversed(saved):
-                b.unbind(s)
-        for (_lv, term), v in zip(branch, vals):
-            if isinstance(v, BVal) and not (v.kind == "num" and v.elem == "R") \
-                    or not isinstance(v, BVal) and not _real_literal(term):
-                raise NotBatchable("an add of a value that is not a real")
-        values.append(vals)
+    for leaf, branch in zip((left, right), adds):
+        with _leaf_bound(b, leaf, arg):
+            values.append([_added(b, term) for _lv, term in branch])
     gen = b.gen
     c = b.numbers(tree[1])
     right_at: dict = {}  # right's adds to each cell, in order
