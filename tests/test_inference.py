@@ -377,7 +377,10 @@ def _annotated(erased: str, name: str, ty) -> str:
 
 
 def _variants(ty):
-    """ty with one part (or the whole) replaced by another base type."""
+    """ty with one part (or the whole) replaced by another base type, or both
+    parts of a pair, sum or function by the same one (a case whose branches
+    must agree, `case y of inl a -> (a, a) | inr b -> (b, b)`, types y as
+    T + T for any T, but as no type with one side changed)."""
     for base in (chad.types.UNIT, R, Z):
         if base != ty:
             yield base
@@ -387,6 +390,9 @@ def _variants(ty):
                 yield type(ty)(a2, b)
             for b2 in _variants(b):
                 yield type(ty)(a, b2)
+            for base in (chad.types.UNIT, R, Z):
+                if (base, base) != (a, b):
+                    yield type(ty)(base, base)
         case ArrayT(e):
             for e2 in _variants(e):
                 yield ArrayT(e2)
@@ -478,3 +484,19 @@ def test_inference_recovers_injections_and_lambdas(case):
         assert _pos(e) in places
         return
     assert_same_checked(inferred, checked)
+
+
+def test_another_typing_of_a_parameter_whose_sides_must_agree():
+    """A dead lambda `\\y -> case y of inl a -> (a, a) | inr b -> (b, b)`:
+    y is only known as ? + ?, and its other typings change both sides at
+    once (() + (), Z + Z), which the search must try (found by the generated
+    programs above)."""
+    text = ("def f(x : R) : R * R =\n"
+            "  let g = \\(y : R + R) -> case y of { inl a -> (a, a) | inr b -> (b, b) } in\n"
+            "  (x, x)\n")
+    chad.load(text)
+    erased = erase_lambda_annotations(text)
+    with pytest.raises(chad.TypeCheckError) as e:
+        chad.load(erased)
+    assert e.value.message.startswith("cannot infer the type of the parameter y ")
+    assert _has_another_typing(erased, {"y": chad.types.Sum(R, R)}, "y")
