@@ -421,12 +421,80 @@ def _dense_parts(bag, n: int) -> list | None:
 _SOLE = 3
 
 
+def scatter_reals(bag, n: int) -> np.ndarray | None:
+    """scatter (zeros n) (collect bag) for real elements, leaf by leaf: a new
+    array, or None for a bag of other leaves (or one the general path must
+    report). Every element gets 0.0 + its pairs' values one after the other,
+    in the bag's order, as collect's pairs scattered (bincount adds a bin's
+    values in the pairs' order from +0.0): a whole array (identity indices) is
+    one elementwise add, indexed pairs are `np.add.at` (unbuffered, in index
+    order), runs of BOne one `np.add.at`, a block of rows add_rows. Without
+    the concatenation of every leaf's pairs that collect makes."""
+    out = np.zeros(n)
+    one_idx: list = []
+    one_val: list = []
+    with quiet():
+        for b, _nodes in leaves(bag):
+            t = type(b)
+            if t is BOne:
+                one_idx.append(b.index)
+                one_val.append(b.value)
+                continue
+            if one_idx and not _add_at(out, one_idx, one_val):
+                return None
+            one_idx, one_val = [], []
+            if t is BRows:
+                rows = b.rows
+                if not (rows.dtype == np.float64 and rows.ndim == 2 and rows.shape[1] == n):
+                    return None
+                if len(rows):
+                    out = add_rows(out, rows[::-1])
+            elif t is BArray:
+                v = b.vals
+                if not (type(v) is np.ndarray and v.dtype == np.float64 and v.ndim == 1):
+                    return None
+                if b.idx is None:
+                    m = len(v)
+                    if m > n:
+                        return None
+                    np.add(out[:m], v, out=out[:m])
+                elif not _add_at(out, b.idx, v):
+                    return None
+            elif not (b is BEMPTY or b is None):
+                return None
+        if one_idx and not _add_at(out, one_idx, one_val):
+            return None
+    return out
+
+
+def _add_at(out: np.ndarray, idx, vals) -> bool:
+    """out[idx[k]] += vals[k] for k in order; False when an index is out of
+    range or a value is not a real (out then holds some of the adds, and the
+    caller drops it)."""
+    idx = np.asarray(idx)
+    if idx.dtype != np.int64:
+        if idx.dtype.kind not in "iu" or len(idx) == 0:
+            return len(idx) == 0
+        idx = idx.astype(np.int64)
+    vals = np.asarray(vals)
+    if vals.dtype != np.float64 or vals.shape != idx.shape or (len(idx) and idx.min() < 0):
+        return False
+    try:  # (an index past the end: numpy's IndexError)
+        np.add.at(out, idx, vals)
+    except IndexError:
+        return False
+    return True
+
+
 def to_dense(bag, n: int, elem_lt: LType):
     """scatter (zeros n) (collect bag), without the costs."""
     if isinstance(elem_lt, LR):
         out = dense_real(bag, n, take=True)
         if out is not None:
             return out if out.flags.writeable else np.array(out)
+        out = scatter_reals(BEMPTY if bag is None else bag, n)
+        if out is not None:
+            return out
     z, _ = zeros(n, elem_lt)
     pairs, _ = collect(bag, elem_lt)
     out, _ = scatter(z, pairs, elem_lt)

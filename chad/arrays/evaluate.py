@@ -356,10 +356,11 @@ def gather(a, idx, loc=None):
         return a if m == len(a) else a[:m]
     idx = np.asarray(idx, dtype=np.int64)
     n, m = len(a), len(idx)
-    if m:
+    if m and (idx.min() < 0 or idx.max() >= n):  # (two passes, no temporaries)
         bad = np.flatnonzero((idx < 0) | (idx >= n))
-        if bad.size:
-            raise index_error(int(idx[bad[0]]), n, loc)
+        raise index_error(int(idx[bad[0]]), n, loc)
+    if type(a) is np.ndarray and a.ndim == 1:
+        return a.take(idx)
     if isinstance(a, np.ndarray):
         return a[idx]
     return tuple(a[j] for j in idx.tolist())
