@@ -381,7 +381,9 @@ def dense_real(bag, n: int, take: bool = False):
             # collect's pairs, scattered with bincount: each element is
             # 0.0 + w1 + w2 + ... in the bag's order (and adding the zeros
             # after that changes nothing: a sum from +0.0 is never -0.0); a
-            # block of rows (BRows) adds its rows in turn (chad/compile/order.py)
+            # block of rows (BRows), or a long run of arrays stacked into one,
+            # adds its rows in turn (chad/compile/order.py)
+            parts = _blocks(parts)
             first = parts[0]
             with quiet():
                 out = column_sums(first) if first.ndim == 2 else np.add(first, 0.0)
@@ -392,6 +394,30 @@ def dense_real(bag, n: int, take: bool = False):
                         out = add_rows(out, w)
             return out
     return None
+
+
+_RUN = 8  # arrays in a row from which one stacked block is cheaper than their adds
+
+
+def _blocks(parts: list) -> list:
+    """parts with every run of at least _RUN consecutive arrays replaced by
+    the block of them as rows (the same additions in the same order)."""
+    if len(parts) < _RUN:
+        return parts
+    out: list = []
+    run: list = []
+    for w in parts + [None]:
+        if w is not None and w.ndim == 1:
+            run.append(w)
+            continue
+        if len(run) >= _RUN:
+            out.append(np.stack(run))
+        else:
+            out.extend(run)
+        run = []
+        if w is not None:
+            out.append(w)
+    return out
 
 
 def _dense_parts(bag, n: int) -> list | None:

@@ -19,8 +19,9 @@ from chad.values import _short
 
 from chad.compile.ieee import quiet
 from chad.compile.known import MatrixRows
+from chad.compile.order import column_sums
 
-from .bag import BEMPTY, Bag, BArray, to_dense
+from .bag import BEMPTY, Bag, BArray, BPlus, leaves, to_dense
 from .evaluate import element
 from .nested_support import RowsTuple
 
@@ -63,20 +64,56 @@ def dense_to_json(ty: ArrayT, v):
 
 
 def _rows_at_once(ty: ArrayT, primal, ct, n: int):
-    """The dense cotangent of an Array (Array R) whose bag is one BArray of the
-    rows of a matrix (RowsTuple, a nested loop's reverse pass) and whose rows
-    have the primal's lengths: 0.0 + each element, as the rows one by one
-    would give it, in one pass; else None."""
-    if not (type(ct) is BArray and ct.idx is None and type(ct.vals) is RowsTuple
-            and isinstance(ty.elem, ArrayT) and isinstance(ty.elem.elem, Real)):
+    """The dense cotangent of an Array (Array R) whose bag's leaves all hold
+    the rows of an n x m matrix at the identity indices (`_matrix_of`: a
+    RowsTuple of a nested loop's reverse pass, one per outer element when an
+    outer loop's elements add to the same rows, or a tuple of BArrays of m
+    reals) and whose rows have the primal's lengths: each element 0.0 + its
+    values in the leaves' order, as collect, scatter's plusv per row and each
+    row's dense sum give it, in one pass (several matrices: their column sums,
+    chad/compile/order.py); else None."""
+    if ct is None or not (isinstance(ty.elem, ArrayT) and isinstance(ty.elem.elem, Real)):
         return None
-    mat = ct.vals.matrix
-    if mat.shape[0] != n or mat.dtype != np.float64:
+    if type(ct) is BArray:
+        mats = [_matrix_of(ct, n)]
+    elif type(ct) is BPlus:
+        mats = [_matrix_of(b, n) for b, _nodes in leaves(ct) if b is not BEMPTY]
+    else:
         return None
-    m = mat.shape[1]
-    if not (type(primal) is MatrixRows and primal.shape() == mat.shape):
+    if not mats or any(m is None for m in mats):
+        return None
+    shape = mats[0].shape
+    if any(m.shape != shape for m in mats):
+        return None
+    if not (type(primal) is MatrixRows and primal.shape() == shape):
         for row in primal:
-            if len(row) != m:
+            if len(row) != shape[1]:
                 return None
     with quiet():
-        return tuple(np.add(mat, 0.0))
+        if len(mats) == 1:
+            return tuple(np.add(mats[0], 0.0))
+        block = np.stack(mats).reshape(len(mats), -1)
+        return tuple(column_sums(block).reshape(shape))
+
+
+def _matrix_of(b, n: int):
+    """The n x m float64 matrix of a leaf BArray (identity indices) of n rows,
+    each BArray (identity indices) of m reals; else None."""
+    if type(b) is not BArray or b.idx is not None or len(b.vals) != n:
+        return None
+    vals = b.vals
+    if type(vals) is RowsTuple:
+        mat = vals.matrix
+        return mat if mat.ndim == 2 and mat.dtype == np.float64 else None
+    if type(vals) is not tuple or not n:
+        return None
+    rows = []
+    for r in vals:
+        if not (type(r) is BArray and r.idx is None and type(r.vals) is np.ndarray
+                and r.vals.ndim == 1 and r.vals.dtype == np.float64):
+            return None
+        rows.append(r.vals)
+    m = len(rows[0])
+    if m < 1 or any(len(r) != m for r in rows):
+        return None
+    return np.stack(rows)

@@ -34,7 +34,7 @@ from chad.compile.vectorise import (
     nesting, per_element_code, quiet_body,
 )
 from chad.terms import (
-    AddEVM, Ann, App, BindEVM, Lam, Let, LUnit, PureEVM, ScopeEVM, ThenEVM, Unit,
+    AddEVM, Ann, App, BindEVM, Lam, Let, LUnit, Prim, PureEVM, ScopeEVM, ThenEVM, Unit,
 )
 
 from .nested_support import (
@@ -263,8 +263,14 @@ class Exec(Batcher):
                 raise NotBatchable("an add of an unbatched value")
             levels.append(level)
             x = self.numbers(v) if isinstance(v, BVal) else v
+            # a primitive's fresh array, computed for this add alone (as
+            # vectorise.execute_batched's): the cells may keep it
+            adopt = type(term) is Prim and isinstance(v, BVal) and v.fresh and x == v.expr
+            if adopt:  # no later expression may reuse it
+                for key in [k for k, a in self._cse.items() if a == v.expr]:
+                    del self._cse[key]
             gen.emit(f"{gen.const(vadd_in, 'B')}({self.cells}, {level!r}, {first}, {buf}, {x}, "
-                     f"{shape})")
+                     f"{shape}{', True' if adopt else ''})")
             return
         if isinstance(v, BVal) and v.kind in ("barr", "bagcell"):
             item = (f"('rows', {gen.const(rows_of, 'B')}({v.expr}, {self.n}), {v.inner})"

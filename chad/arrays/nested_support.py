@@ -193,27 +193,34 @@ def rows_of(vals, n: int):
     return np.broadcast_to(x.reshape(-1) if x.ndim <= 1 else x, (n,) + x.shape[1:])
 
 
-def vadd2(cells: list, level: int, v, shape: tuple) -> None:
+def vadd2(cells: list, level: int, v, shape: tuple, adopt: bool = False) -> None:
     """`add level v` by every (outer, inner) element pair, into their own
     real cells (an array of `shape`, made by the first add from the cells'
-    initial real, then added to in place)."""
+    initial real, then added to in place). `adopt`: v was computed for this
+    add alone (as vector_support.vadd's), so the first add may keep it as
+    the cells' array instead of a copy."""
     cur = cells[level]
     if type(cur) is np.ndarray and cur.shape == shape:
         np.add(cur, v, out=cur)
         return
     if not (type(v) is np.ndarray and v.shape == shape and v.dtype == np.float64):
         v = np.broadcast_to(np.asarray(v, dtype=np.float64), shape)
+    elif adopt and v.flags.writeable and v.flags.owndata:
+        # plusv(v, None) is v itself; else v + the initial real, in v
+        cells[level] = v if cur is None else np.add(v, cur, out=v)
+        return
     # plusv(v, None) is v itself; else v + the cells' initial real (a new array)
     cells[level] = np.array(v) if cur is None else np.add(v, cur)
 
 
-def vadd_in(cells: list, level: int, first: int, buf: dict, v, shape: tuple) -> None:
+def vadd_in(cells: list, level: int, first: int, buf: dict, v, shape: tuple,
+            adopt: bool = False) -> None:
     """`add level v` in an inner loop: into the element pairs' own cells
-    (level >= first, the inner loop's first cell: vadd2); to a cell of the
-    outer element or a shared one, kept in `buf` until the loop ends
-    (`inner_adds`)."""
+    (level >= first, the inner loop's first cell: vadd2, `adopt` as there); to
+    a cell of the outer element or a shared one, kept in `buf` until the loop
+    ends (`inner_adds`)."""
     if level >= first:
-        vadd2(cells, level, v, shape)
+        vadd2(cells, level, v, shape, adopt)
         return
     buf.setdefault(level, []).append(np.broadcast_to(np.asarray(v, dtype=np.float64), shape))
 
