@@ -8,6 +8,10 @@ call) at n = 10^3 .. 10^6,
 the sum of a matrix-vector product at n = 10 .. 1000 (an n x n matrix) and the
 10-20-5 MLP of the compiled-gradient benchmark on a batch of n = 64 inputs (the
 loss summed over the batch).
+Every tool is given the same arguments: vectors and matrices as float64 numpy
+arrays, 1-D and 2-D (chad takes a 2-D array for an Array (Array R): its rows;
+until 2026-11-28 chad was given tuples of rows, which it stacked inside the
+timed call while the peers got them stacked before timing).
 
 Per case, every tool is timed in turn within a round (a batch of calls sized to
 about 20 ms), rounds interleaved; the figure is the median over the rounds with
@@ -93,11 +97,10 @@ def args_of(name: str, n: int, rng):
         return (rng.normal(size=n),)
     if name == "mlp-batch":
         i, h, o = MLP_SHAPE
-        return (tuple(rng.normal(size=(h, i)) * 0.3), rng.normal(size=h) * 0.1,
-                tuple(rng.normal(size=(o, h)) * 0.3), rng.normal(size=o) * 0.1,
-                tuple(rng.normal(size=(n, i))), tuple(rng.uniform(0.0, 1.0, size=(n, o))))
-    m = rng.normal(size=(n, n))
-    return (tuple(m), rng.normal(size=n))
+        return (rng.normal(size=(h, i)) * 0.3, rng.normal(size=h) * 0.1,
+                rng.normal(size=(o, h)) * 0.3, rng.normal(size=o) * 0.1,
+                rng.normal(size=(n, i)), rng.uniform(0.0, 1.0, size=(n, o)))
+    return (rng.normal(size=(n, n)), rng.normal(size=n))
 
 
 # ----------------------------------------------------------------- peers
@@ -157,7 +160,7 @@ def numpy_tools(name: str):
         return p, g
     if name == "mlp-batch":
         def fwd(w1, b1, w2, b2, xs, ys):
-            w1, w2, xs, ys = np.stack(w1), np.stack(w2), np.stack(xs), np.stack(ys)
+            w1, w2, xs, ys = (np.asarray(x) for x in (w1, w2, xs, ys))
             hid = np.tanh(xs @ w1.T + b1)
             z = hid @ w2.T + b2
             m = z.max(axis=1, keepdims=True)
@@ -180,10 +183,10 @@ def numpy_tools(name: str):
         return p, g
 
     def p(m, v):
-        return float(np.sum(np.stack(m) @ v))
+        return float(np.sum(np.asarray(m) @ v))
 
     def g(m, v):
-        mat = np.stack(m)
+        mat = np.asarray(m)
         return float(np.sum(mat @ v)), (np.outer(np.ones(len(m)), v), mat.sum(axis=0))
     return p, g
 
@@ -277,7 +280,8 @@ def torch_tools(name: str):
 
 
 def _stacked(x):
-    """An Array (Array R) argument (a tuple of rows) as a 2-D array for the peers."""
+    """A matrix given as a tuple of rows (chad's gradient of an Array (Array R))
+    as a 2-D array."""
     return np.stack(x) if isinstance(x, tuple) else x
 
 

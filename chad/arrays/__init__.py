@@ -10,6 +10,7 @@ chad/extend.py; the composition root (chad/features.py) calls it.
     cotangents.py   JSON in, dense out
     show.py         `chad show` notation
     lower.py        vectorisation: batching rules, numpy lowerings (compiler)
+    folds.py        a fold in a vectorised region: the balanced tree level by level
 See docs/arrays.md.
 """
 
@@ -24,7 +25,7 @@ from chad.types import ArrayT
 
 from chad.compile import vectorise
 
-from . import cotangents, lower, show
+from . import cotangents, folds, lower, show
 from . import evaluate as E
 from . import forward as FW
 from . import transform as X
@@ -49,7 +50,8 @@ def register() -> None:
                   forward=FW.forward_array_lit,
                   show=show.show_array_lit)
     register_node(Fold, compiled="eval", eval=E.eval_fold, chad=X.chad_fold,
-                  forward=FW.forward_fold, show=show.show_fold, vectorise=lower.vectorise_fold)
+                  forward=FW.forward_fold, show=show.show_fold, vectorise=lower.vectorise_fold,
+                  batch=folds.batch_fold)
     register_node(MapA, compiled="eval", eval=E.eval_map, chad=X.chad_map,
                   forward=FW.forward_map, show=show.show_map,
                   batch=lower.batch_map, vectorise=lower.vectorise_map)

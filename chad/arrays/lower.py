@@ -113,7 +113,20 @@ def batch_build(b: Batcher, t: Build) -> BVal:
 
 
 def batch_map(b: Batcher, t: MapA) -> BVal:
-    return _map(b, t, _unbatched(b, t.arr, "the array of a nested map"))
+    a = b.value(t.arr)
+    if isinstance(a, BVal):
+        return _map_built(b, t, a)
+    return _map(b, t, a)
+
+
+def _map_built(b: Batcher, t: MapA, a: BVal) -> BVal:
+    """map over an array built in the loop body at the depth of the map
+    (`lse (build k (\\c -> ...))` inlined): map f (build k g) is build k (f . g),
+    the map's loop the build's axis again, its variable the build's elements."""
+    if not (a.kind == "arr" and a.axis == len(b.sizes)
+            and (not isinstance(a.inner, BVal) or a.inner.kind in ("num", "idx"))):
+        raise NotBatchable("the array of a nested map depends on an enclosing loop")
+    return _loop(b, t, a.size, t.name, lambda axis: a.inner)
 
 
 def batch_index(b: Batcher, t: Index) -> BVal:

@@ -1,0 +1,123 @@
+"""A `fold` in a vectorised region (chad/compile/vectorise.py): the fold of an
+array built in the loop body (`fold (p. min(fst p, snd p)) (build k (\\c ->
+...))` in a build over points: kmeans' nearest centre, a log-sum-exp's maximum
+per row) for every element of the enclosing loops at once.
+
+The evaluator folds in ONE order, a balanced binary tree (chad/arrays/
+evaluate.py `reduce_balanced`: split at mid = (lo + hi) // 2, combine (left,
+right); Efficient CHAD (Smeding & Vákár), §8, folds with that tree). Here the
+same tree is evaluated level by level: the combines whose operands are ready
+(leaves, or nodes of lower height) are one batched call of the combine over
+every outer element (`vfold`), about log2(n) calls for n elements. Each
+combine computes what the evaluator's computes from the same operands, so the
+values are the evaluator's, bit for bit, whatever the combine (max, min, +, a
+def with an `if`), NaN and signed zeros included.
+
+The combine `p. body` is batched once, as a generated function of two arrays
+(p's components): it must read nothing but p (a closed combine over reals),
+and its body must batch elementwise (primitives, `if` as np.where, lets).
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numpy as np
+
+from chad.compile.vectorise import BVal, Batcher, NotBatchable, function_block, nesting
+from chad.terms import free_vars
+
+
+@lru_cache(maxsize=16)
+def tree_levels(n: int) -> tuple:
+    """The balanced tree over n >= 2 leaves as levels of combines: per height
+    1, 2, ..., the (ids, left, right) int64 arrays of its nodes. Leaves are
+    0 .. n-1, the combines n .. 2n-2 in the evaluator's order of evaluation,
+    the root last."""
+    levels: dict[int, list] = {}
+    counter = [n]
+
+    def node(lo: int, hi: int) -> tuple[int, int]:
+        if hi - lo == 1:
+            return lo, 0
+        mid = (lo + hi) // 2
+        left, hl = node(lo, mid)
+        right, hr = node(mid, hi)
+        me, counter[0] = counter[0], counter[0] + 1
+        height = max(hl, hr) + 1
+        levels.setdefault(height, []).append((me, left, right))
+        return me, height
+
+    node(0, n)  # recursion depth about log2(n)
+    out = []
+    for h in sorted(levels):
+        ids, left, right = (np.array(col, dtype=np.int64) for col in zip(*levels[h]))
+        out.append((ids, left, right))
+    return tuple(out)
+
+
+def vfold(x, n: int, axis: int, rank: int, combine, live: int = 1):
+    """The fold of every outer element's array along `axis` (n elements) of
+    the rank-`rank` array x (or a value independent of that loop: n copies),
+    keeping the axis (size 1). `live`: the number of elements of the loops
+    around the fold (0: no fold runs, nothing fails); a fold of no element
+    fails (the evaluator's error is reported by the replay of the call)."""
+    x = np.asarray(x, dtype=np.float64)
+    if x.ndim < rank:
+        x = x.reshape((1,) * (rank - x.ndim) + x.shape)
+    if n == 0:
+        if live:
+            raise ValueError("fold of an empty array")
+        shape = list(x.shape)
+        shape[axis] = 1
+        return np.zeros(shape)
+    if x.shape[axis] != n:
+        shape = list(x.shape)
+        shape[axis] = n
+        x = np.broadcast_to(x, shape)
+    if n == 1:
+        return x.take([0], axis=axis)
+    last = np.moveaxis(x, axis, -1)
+    vals = np.empty(last.shape[:-1] + (2 * n - 1,))
+    vals[..., :n] = last
+    for ids, left, right in tree_levels(n):
+        vals[..., ids] = combine(vals[..., left], vals[..., right])
+    return np.moveaxis(vals[..., -1:], -1, axis)
+
+
+def combine_function(b: Batcher, t) -> str:
+    """The combine of fold t (p. body) as a generated function of p's two
+    components (arrays of reals of one shape): body batched elementwise."""
+    if set(free_vars(t.body)) - {t.name}:
+        raise NotBatchable("a fold whose combine reads a variable besides its pair")
+    if nesting(t.body):
+        raise NotBatchable("a fold whose combine has a loop")
+    gen = b.gen
+    name, left, right = gen.fresh("vc"), gen.fresh("p"), gen.fresh("p")
+    inner = Batcher(gen, 1)
+    with function_block(gen, f"def {name}({left}, {right}):") as block:
+        pair = BVal("tuple", dims={0}, inner=(BVal("num", left, {0}, elem="R"),
+                                              BVal("num", right, {0}, elem="R")))
+        inner.bind(t.name, pair)
+        v = inner.value(t.body)
+        if isinstance(v, BVal) and not (v.kind == "num" and v.elem == "R"):
+            raise NotBatchable("a fold whose combine's result is not a real")
+        gen.emit(f"return {inner.numbers(v) if isinstance(v, BVal) else v}")
+    b.pending.append(block)
+    return name
+
+
+def batch_fold(b: Batcher, t) -> BVal:
+    """fold (p. body) a, a built in the loop body (an Array R): vfold."""
+    a = b.value(t.arr)
+    if not (isinstance(a, BVal) and a.kind == "arr"):
+        raise NotBatchable("fold of an array not built in the loop")
+    if a.elem != "R" or (isinstance(a.inner, BVal) and a.inner.kind != "num"):
+        raise NotBatchable("fold of an array whose elements are not reals")
+    combine = combine_function(b, t)
+    gen = b.gen
+    x = b.numbers(a.inner) if isinstance(a.inner, BVal) else a.inner
+    live = gen.atom(" * ".join(b.sizes)) if b.sizes else "1"
+    expr = gen.atom(f"{gen.const(vfold, 'B')}({x}, {a.size}, {a.axis!r}, {b.rank!r}, "
+                    f"{combine}, {live})")
+    return BVal("num", expr, a.dims, elem="R", fresh=True)
