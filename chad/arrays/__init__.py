@@ -79,8 +79,9 @@ def register() -> None:
     register_node(SequenceScoped, compiled="eval", eval=E.eval_sequence_scoped, show=show.show_seq,
                   vectorise=lower.vectorise_sequence_scoped)
     register_node(FoldTree, compiled="eval", eval=E.eval_fold_tree, show=show.show_fold_tree,
-                  vectorise=lower.vectorise_fold_tree)
-    register_node(GetA, compiled="eval", eval=E.eval_get_a, show=show.show_get_a)
+                  vectorise=lower.vectorise_fold_tree, batch=folds.batch_fold_tree)
+    register_node(GetA, compiled="eval", eval=E.eval_get_a, show=show.show_get_a,
+                  batch=folds.batch_get_a)
     register_node(UnTree, compiled="eval", eval=E.eval_untree, show=show.show_untree,
                   vectorise=lower.vectorise_untree)
     # the type former: D[Array τ]₂ = Bag (Z × D[τ]₂), zero BEmpty

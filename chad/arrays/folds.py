@@ -25,7 +25,16 @@ from functools import lru_cache
 import numpy as np
 
 from chad.compile.vectorise import BVal, Batcher, NotBatchable, function_block, nesting
-from chad.terms import free_vars
+from chad.terms import Fst, Lam, Pair, Prim, Snd, Var, free_vars
+
+
+def reducer(name: str, body) -> str | None:
+    """"MAX" / "MIN" when body is max(fst p, snd p) / min(...) over p = name."""
+    if (type(body) is Prim and body.op in ("MAX", "MIN") and type(body.arg) is Pair
+            and type(body.arg.left) is Fst and type(body.arg.right) is Snd
+            and body.arg.left.expr == Var(name) and body.arg.right.expr == Var(name)):
+        return body.op
+    return None
 
 
 @lru_cache(maxsize=16)
@@ -121,3 +130,95 @@ def batch_fold(b: Batcher, t) -> BVal:
     expr = gen.atom(f"{gen.const(vfold, 'B')}({x}, {a.size}, {a.axis!r}, {b.rank!r}, "
                     f"{combine}, {live})")
     return BVal("num", expr, a.dims, elem="R", fresh=True)
+
+
+# ----------------------------------------------------------------- fold trees
+#
+# In a derivative, fold by max (min) is `foldTree (p. (max(fst p, snd p), bp))`
+# (the tree of combines, each with its backpropagator), `getA` of it (the
+# value) and, in the reverse pass, `unTree lpairzero d tree` (the leaf
+# cotangents). In a nested forward pass (chad/arrays/nested.py) the tree of
+# every outer element is its value and its winning leaf, found on the same
+# balanced tree with the same comparisons (`vtree2`); unTree gives d at that
+# leaf and 0.0 at the others (`vuntree2`), as the evaluator's does: the
+# combine's backpropagator sends the node's cotangent to the side it returned
+# and a zero to the other (lpairzero is the sparse zero, so d reaches the leaf
+# unchanged, -0.0 included), and a leaf below a zero gets 0.0.
+
+
+def vtree2(x, n: int, axis: int, rank: int, is_max: bool, live: int = 1):
+    """(value, leaf) of `fold max` (is_max) or `fold min` of every outer
+    element's array along `axis` (n elements), both keeping the axis (size
+    1): the evaluator's tree's value and the leaf it came from. Without NaN,
+    np.argmax's first occurrence (a tie, 0.0 against -0.0 included, goes left
+    as `b if b > a else a` does); with a NaN, the tree's comparisons level by
+    level."""
+    x = np.asarray(x, dtype=np.float64)
+    if x.ndim < rank:
+        x = x.reshape((1,) * (rank - x.ndim) + x.shape)
+    if x.shape[axis] != n:
+        shape = list(x.shape)
+        shape[axis] = n
+        x = np.broadcast_to(x, shape)
+    if n == 0:
+        if live:
+            raise ValueError("fold of an empty array")
+        shape = list(x.shape)
+        shape[axis] = 1
+        return np.zeros(shape), np.zeros(shape, dtype=np.int64)
+    if not np.isnan(x).any():
+        k = (np.argmax if is_max else np.argmin)(x, axis=axis, keepdims=True)
+        return np.take_along_axis(x, k, axis=axis), k
+    last = np.moveaxis(x, axis, -1)
+    vals = np.empty(last.shape[:-1] + (2 * n - 1,))
+    vals[..., :n] = last
+    leaf = np.empty(vals.shape, dtype=np.int64)
+    leaf[..., :n] = np.arange(n)
+    for ids, left, right in (tree_levels(n) if n > 1 else ()):
+        a, b = vals[..., left], vals[..., right]
+        right_wins = b > a if is_max else b < a  # MAX: a[1] if a[1] > a[0] else a[0]
+        vals[..., ids] = np.where(right_wins, b, a)
+        leaf[..., ids] = np.where(right_wins, leaf[..., right], leaf[..., left])
+    return (np.moveaxis(vals[..., -1:], -1, axis), np.moveaxis(leaf[..., -1:], -1, axis))
+
+
+def vuntree2(d, leaf, n: int, axis: int):
+    """The leaf cotangents of every outer element's tree: d at its winning
+    leaf, 0.0 at the others, along `axis` (n elements)."""
+    leaf = np.asarray(leaf)
+    d = np.broadcast_to(np.asarray(d, dtype=np.float64), leaf.shape)
+    shape = list(leaf.shape)
+    shape[axis] = n
+    out = np.zeros(shape)
+    np.put_along_axis(out, leaf, d, axis=axis)
+    return out
+
+
+def batch_fold_tree(b: Batcher, t) -> BVal:
+    """foldTree of max (min) over an array built in a nested forward pass: a
+    "tree" value (expr: the values, inner: the winning leaves, size: n)."""
+    body = t.body
+    op = None
+    if b.closures and type(body) is Pair and type(body.right) is Lam:
+        op = reducer(t.name, body.left)
+    if op is None:
+        raise NotBatchable("a fold tree whose combine is not max or min")
+    a = b.value(t.arr)
+    if not (isinstance(a, BVal) and a.kind == "arr" and a.elem == "R"
+            and (not isinstance(a.inner, BVal) or a.inner.kind == "num")):
+        raise NotBatchable("a fold tree of an array not built in the loop")
+    gen = b.gen
+    x = b.numbers(a.inner) if isinstance(a.inner, BVal) else a.inner
+    live = gen.atom(" * ".join(b.sizes)) if b.sizes else "1"
+    pair = gen.atom(f"{gen.const(vtree2, 'B')}({x}, {a.size}, {a.axis!r}, {b.rank!r}, "
+                    f"{op == 'MAX'!r}, {live})")
+    val, leaf = gen.atom(f"{pair}[0]"), gen.atom(f"{pair}[1]")
+    return BVal("tree", expr=val, dims=a.dims, axis=a.axis, size=a.size, inner=leaf)
+
+
+def batch_get_a(b: Batcher, t) -> BVal:
+    """getA of a batched tree: its values."""
+    tree = b.value(t.tree)
+    if not (isinstance(tree, BVal) and tree.kind == "tree"):
+        raise NotBatchable("getA of a tree not built in the loop")
+    return BVal("num", tree.expr, tree.dims, elem="R")

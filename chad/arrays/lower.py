@@ -25,13 +25,14 @@ from chad.compile.vectorise import (
     elem_kind, nesting, per_element_code, vectorise_loop,
 )
 from chad.linear import LR
-from chad.terms import Build, Fold, Fst, Index, Lam, Let, MapA, Pair, Prim, Snd, Var
+from chad.terms import Build, Fold, Fst, Index, Lam, Length, Let, MapA, Pair, Prim, Snd, Var
 from chad.types import ArrayT, Real
 
 from .bag import BEMPTY, BArray, as_bag, collect, dense_real, scatter, zeros
 from .evaluate import bfill, gather
+from .folds import reducer
 from .nested import forward_pairs_nested
-from .nested_support import row_length, vgather_numbers, vtake2c
+from .nested_support import row_length, vdense_bags, vgather_numbers, vgather_reals, vtake2c
 from .nodes import (
     Collect, FoldTree, ScatterBag, SequenceScoped, UnTree, Unzip, UnzipMap, Zeros,
 )
@@ -153,6 +154,11 @@ def batch_index(b: Batcher, t: Index) -> BVal:
         elif i.kind == "num" and i.elem == "Z" and kind is not None:
             x = gen.atom(f"_vgather({a}, {i.expr}{b.live()})")
             return BVal("num", x, i.dims, elem=kind, fresh=True)
+        elif i.kind == "num" and i.elem == "Z" and t.ty is None and b.closures:
+            # untyped (a target term) in a nested forward pass: read as reals,
+            # checked at run time (vgather_reals' guard)
+            x = gen.atom(f"{gen.const(vgather_reals, 'B')}({a}, {i.expr}{b.live()})")
+            return BVal("num", x, i.dims, elem="R", fresh=True)
     elif isinstance(a, BVal) and a.kind == "arr" and isinstance(i, BVal) and i.kind == "idx" \
             and i.axis == a.axis and a.size == b.sizes[i.axis] and isinstance(a.inner, BVal) \
             and a.inner.kind == "num":
@@ -249,6 +255,8 @@ def batch_unzip_map(b: Batcher, t: UnzipMap) -> BVal:
     length (checked at run time: ragged rows fail the region's guard); its ys
     and its backpropagators ("backs"), as batch_unzip's."""
     a = b.value(t.arr)
+    if b.closures and isinstance(t.elem, Real) and isinstance(a, BVal) and a.kind == "arr":
+        return _unzip_map_built(b, t, a)
     if not (b.closures and isinstance(t.elem, Real) and isinstance(a, BVal)
             and a.kind in ("rows", "elem") and a.inner is None):
         raise NotBatchable("a map over an array other than a row")
@@ -268,6 +276,29 @@ def batch_unzip_map(b: Batcher, t: UnzipMap) -> BVal:
     if not (isinstance(body, BVal) and body.kind == "tuple"):
         raise NotBatchable("the body is not a pair of a value and a backpropagator")
     return batch_unzip_pairs(BVal("pairs", dims=body.dims - {axis}, axis=axis, size=size,
+                                  inner=body))
+
+
+def _unzip_map_built(b: Batcher, t: UnzipMap, a: BVal) -> BVal:
+    """unzipMap over an array of reals built in the loop body at the map's
+    depth (a log-sum-exp's `map (\\v -> exp (v - m)) x`, x built per outer
+    element): the build's loop again (as _map_built), its ys and
+    backpropagators."""
+    if not (a.axis == len(b.sizes) and a.elem == "R"
+            and (not isinstance(a.inner, BVal) or a.inner.kind == "num")):
+        raise NotBatchable("a map over an array built at another depth")
+    axis = b.open_loop(a.size)
+    try:
+        saved = b.bind(t.name, a.inner)
+        try:
+            body = b.value(t.body)
+        finally:
+            b.unbind(saved)
+    finally:
+        b.close_loop()
+    if not (isinstance(body, BVal) and body.kind == "tuple"):
+        raise NotBatchable("the body is not a pair of a value and a backpropagator")
+    return batch_unzip_pairs(BVal("pairs", dims=body.dims - {axis}, axis=axis, size=a.size,
                                   inner=body))
 
 
@@ -309,8 +340,19 @@ def batch_scatter(b: Batcher, t) -> BVal:
     else:
         raise NotBatchable("a scatter into an array other than zeros")
     v = b.value(bag)
-    if not (isinstance(v, BVal) and v.kind == "bfill"):
-        raise NotBatchable("a scatter of a bag other than a fill")
+    if isinstance(v, BVal) and v.kind == "bagcell":
+        # each outer element's bag cell (chad/arrays/nested.py, Exec.run_evm)
+        size = b.value(t.dense.size) if type(t) is not ScatterBag else \
+            batch_length(b, Length(t.arr))
+        if isinstance(size, BVal):
+            raise NotBatchable("a scatter into an array of a batched length")
+        x = b.gen.atom(f"{b.gen.const(vdense_bags, 'B')}({v.expr}, {b.sizes[0]}, {size})")
+        return BVal("num", x, {0, 1}, elem="R", fresh=True)
+    # a fill, or the whole rows of an n x m array of known width (unTree's
+    # leaf cotangents): each element gets one value
+    if not (isinstance(v, BVal) and (v.kind == "bfill" or (
+            v.kind == "barr" and v.inner == "None" and v.size is not None))):
+        raise NotBatchable("a scatter of a bag other than a fill or whole rows")
     if type(t) is ScatterBag:
         _size_of(b, t.arr, v.size)
     else:
@@ -342,7 +384,7 @@ def batch_barray(b: Batcher, t) -> BVal:
             idx = b.gen.atom(f"_np.broadcast_to({ix.inner.expr}, ({b.sizes[0]}, {ix.size}))")
         else:
             idx = ix
-    return BVal("barr", expr=v.expr, dims=v.dims, inner=idx)
+    return BVal("barr", expr=v.expr, dims=v.dims, inner=idx, size=v.size)
 
 
 def vectorise_build(gen, t: Build) -> str | None:
@@ -515,22 +557,13 @@ def vectorise_fold(gen, t: Fold) -> str | None:
     Array R without NaN whose result is not a zero (vector_support.vmax: the
     evaluator's balanced tree then gives the same value whatever its order); in
     every other case the evaluation rule."""
-    op = _reducer(t.name, t.body)
+    op = reducer(t.name, t.body)
     if op is None:
         return None
     arr = gen.atom(gen.value(t.arr))
     gen.emit("# fold: vectorised (np.max / np.min where the order cannot matter)")
     rule = gen.eval_rule(t, {id(t.arr): arr})
     return f"({_REDUCERS[op]}({arr}) or {rule})"
-
-
-def _reducer(name: str, body) -> str | None:
-    """"MAX" / "MIN" when body is max(fst p, snd p) / min(...) over p = name."""
-    if (type(body) is Prim and body.op in _REDUCERS and type(body.arg) is Pair
-            and type(body.arg.left) is Fst and type(body.arg.right) is Snd
-            and body.arg.left.expr == Var(name) and body.arg.right.expr == Var(name)):
-        return body.op
-    return None
 
 
 def vectorise_fold_tree(gen, t: FoldTree) -> str | None:
@@ -540,7 +573,7 @@ def vectorise_fold_tree(gen, t: FoldTree) -> str | None:
     body = t.body
     if not gen.inline or type(body) is not Pair or type(body.right) is not Lam:
         return None
-    op = _reducer(t.name, body.left)
+    op = reducer(t.name, body.left)
     if op is None:
         return None
     arr = gen.atom(gen.value(t.arr))

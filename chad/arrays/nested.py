@@ -33,14 +33,18 @@ from chad.compile.vectorise import (
     BVal, Batcher, NotBatchable, _real_literal, abandon, bind_forward_lets, function_block,
     nesting, per_element_code, quiet_body,
 )
+from chad.linear import LR
+from chad.compile.vector_support import Pass
 from chad.terms import (
-    AddEVM, Ann, App, BindEVM, Lam, Let, LUnit, Prim, PureEVM, ScopeEVM, ThenEVM, Unit,
+    AddEVM, Ann, App, BindEVM, Lam, Let, LPairZero, LUnit, Pair, Prim, PureEVM, RunEVM, ScopeEVM,
+    ThenEVM, Unit,
 )
 
 from .nested_support import (
-    Nested, RowBags, bag_cells, final2, flat, inner_adds, rows_of, vadd_in, vbagadd,
+    Nested, RowBags, bag_cells, final2, flat, inner_adds, rows_of, vadd_in, vaddpair, vbagadd,
 )
-from .nodes import BEmptyT, SequenceScoped
+from .folds import vuntree2
+from .nodes import BEmptyT, SequenceScoped, UnTree
 
 _LOCAL = re.compile(r"[a-z]+[0-9]+")
 
@@ -185,7 +189,7 @@ def back_function_nested(b: Batcher, lam: Lam):
         quiet_body(gen, body)
     b.pending.append(block)
     b.pending.extend(ex.pending)
-    loops = tuple((s, k, tuple(levels)) for s, k, levels in ex.loops)
+    loops = tuple((s, k, tuple(levels), tuple(pairs)) for s, k, levels, pairs in ex.loops)
     return name, atoms, Nested(loops, unit_result=not ex.pure_values)
 
 
@@ -207,6 +211,59 @@ class Exec(Batcher):
         if axis >= len(self.sizes):
             raise NotBatchable("an inner loop's index in its backpropagator")
         return super().index(axis)
+
+    def value(self, t):
+        if type(t) is RunEVM and self.is_batched(t):
+            return self.run_evm(t)
+        return super().value(t)
+
+    def run_evm(self, t: RunEVM) -> BVal:
+        """`run m env` by every outer element (an inlined call's reverse pass:
+        the callee's parameters' cells, as gmm's log-sum-exp of a row): m run
+        on cells of the run's own (a list of them, every level an outer
+        element's cell: a bag cell, or a real per element); its value the pair
+        of the action's result (unit) and the cells' final values."""
+        gen = self.gen
+        if self.inner is not None:
+            raise NotBatchable("a run in an inner loop")
+        inits, e = [], t.env
+        while type(e) is Pair:
+            inits.append(e.left)
+            e = e.right
+        if type(e) not in (LUnit, Unit):
+            raise NotBatchable("a run whose cells are not a tuple")
+        vals = []
+        for it in inits:
+            if type(it) is BEmptyT:
+                vals.append(f"{gen.const(RowBags, 'B')}()")
+            elif _real_literal(it):
+                vals.append(f"_np.full({self.n}, {gen.atom(gen.value(it))}, dtype=_f64)")
+            else:
+                raise NotBatchable("a run whose cells are neither bags nor reals")
+        cells, run = gen.fresh("cells"), gen.fresh("p")
+        gen.emit(f"{cells} = [{', '.join(vals)}]")
+        gen.emit(f"{run} = {gen.const(Pass, 'B')}(0)")  # every level an element's own
+        saved = (self.cells, self.run_, self.scopes, self.loops, self.pure_values)
+        self.cells, self.run_, self.scopes, self.loops, self.pure_values = cells, run, 0, [], False
+        try:
+            self.run(t.m)
+            if self.pure_values:
+                raise NotBatchable("a run whose action returns a value")
+            # its inner loops add to the run's cells and their own only
+            for s, k, levels, pairs in self.loops:
+                if any(lv >= len(inits) + s + k for lv in levels) or \
+                        any(lv != len(inits) + s + pos for pos, lv in pairs):
+                    raise NotBatchable("an inner loop of a run adding to a cell outside it")
+        finally:
+            self.cells, self.run_, self.scopes, self.loops, self.pure_values = saved
+        finals: object = "None"
+        for j in reversed(range(len(inits))):
+            x = gen.atom(f"{cells}[{j!r}]")
+            cell = BVal("bagcell", expr=x) if type(inits[j]) is BEmptyT else \
+                BVal("num", gen.atom(f"_np.reshape({x}, ({self.n},) + (1,) * {self.rank - 1!r})"),
+                     {0}, elem="R")
+            finals = BVal("tuple", dims={0}, inner=(cell, finals))
+        return BVal("tuple", dims={0}, inner=("None", finals))
 
     def run(self, t) -> None:
         cls = type(t)
@@ -236,6 +293,12 @@ class Exec(Batcher):
             self.scope(t.m, t.k)
         elif cls is BindEVM and type(t.k) is Lam and type(t.m) is SequenceScoped:
             self.loop(t.m, t.k)
+        elif cls is SequenceScoped:  # the last action: its result is the action's
+            if t.keep:
+                self.pure_values = True  # a result other than unit (Nested.unit_result)
+            self.loop(t, None)
+        elif cls is BindEVM and type(t.k) is Lam and type(t.m) is UnTree:
+            self.untree(t.m, t.k)
         else:
             raise NotBatchable(f"no batched execution of {cls.__name__}")
 
@@ -257,6 +320,9 @@ class Exec(Batcher):
         v = self.value(term)
         if self.inner is not None:
             first, shape, levels, buf = (self.inner[k] for k in ("first", "shape", "levels", "buf"))
+            if isinstance(v, BVal) and v.kind == "tuple" and len(v.inner) == 2:
+                self.add_pair(level, v)
+                return
             if isinstance(v, BVal) and not (v.kind == "num" and v.elem == "R"):
                 raise NotBatchable("an add of a value that is not a real in an inner loop")
             if not isinstance(v, BVal) and not _real_literal(term):
@@ -320,12 +386,38 @@ class Exec(Batcher):
         finally:
             self.unbind(saved)
 
+    def untree(self, m: UnTree, k: Lam) -> None:
+        """`unTree init d tree >>= \\lf -> k`, tree a fold by max (min) of every
+        outer element (chad/arrays/folds.py): lf the leaf cotangents, an n x m
+        array (d at each element's winning leaf); nothing is added."""
+        if self.inner is not None or not isinstance(m.elem, LR) or type(m.init) is not LPairZero:
+            raise NotBatchable("an unTree other than of a fold of reals")
+        tree = self.value(m.tree)
+        if not (isinstance(tree, BVal) and tree.kind == "tree" and tree.axis == 1):
+            raise NotBatchable("an unTree of a tree not built in the loop")
+        d = self.value(m.ctg)
+        if isinstance(d, BVal) and not (d.kind == "num" and d.elem == "R" and d.dims <= {0}):
+            raise NotBatchable("an unTree of a cotangent that is not a real of the outer loop")
+        if not isinstance(d, BVal) and not _real_literal(m.ctg):
+            raise NotBatchable("an unTree of an unbatched cotangent")
+        gen = self.gen
+        x = self.numbers(d) if isinstance(d, BVal) else d
+        leaves = gen.atom(f"{gen.const(vuntree2, 'B')}({x}, {tree.inner}, {tree.size}, 1)")
+        saved = self.bind(k.name, BVal("num", leaves, {0, 1}, elem="R", size=tree.size))
+        try:
+            self.run(k.body)
+        finally:
+            self.unbind(saved)
+
     def inner_scope(self, m: ScopeEVM, k: Lam) -> None:
         """CHAD's let in an inner loop's backpropagator (`scope r m >>= \\p ->
         k`, r a real): a cell per element pair, from r (vadd2 makes the n x m
         array at the first add), popped after m; p's first component its final
         cells."""
         gen, inner = self.gen, self.inner
+        if type(m.init) is LPairZero:
+            self.inner_pair_scope(m, k)
+            return
         if not _real_literal(m.init):
             raise NotBatchable("a scope in an inner loop whose cell is not a real")
         init = gen.atom(gen.value(m.init))
@@ -347,10 +439,60 @@ class Exec(Batcher):
         finally:
             self.unbind(saved)
 
-    def loop(self, m: SequenceScoped, k: Lam) -> None:
-        """`sequenceScoped inits keep fns ctgs >>= \\res -> k`, fns an inner
-        build's backpropagators: their bodies run on all element pairs at once,
-        each scope a cell per pair (an n x m array); res the kept ones."""
+    def inner_pair_scope(self, m: ScopeEVM, k: Lam) -> None:
+        """CHAD's let of a pair of reals in an inner loop's backpropagator
+        (`let (s0, s1) = (e0, e1)`: `scope lpairzero m >>= \\p -> k`): a cell
+        per element pair holding two n x m arrays (`vaddpair`: the
+        evaluator's componentwise adds); it must be added to in m (its final
+        value then a pair of reals, never the sparse zero), and only by adds
+        of pairs at its own level (checked when the pass starts: Nested)."""
+        gen, inner = self.gen, self.inner
+        gen.emit(f"{self.cells}.append(None)")
+        pos = inner["k0"] + inner["open"]
+        inner["open"] += 1
+        record = inner["record"]
+        record[1] = max(record[1], inner["k0"] + inner["open"])
+        inner["pairs"].append([pos, 0])  # (its position among the loop's cells, adds)
+        try:
+            self.run(m.m)
+        finally:
+            inner["open"] -= 1
+            _pos, adds = inner["pairs"].pop()
+        if not adds:
+            raise NotBatchable("a pair scope in an inner loop never added to")
+        final = gen.fresh("v")
+        gen.emit(f"{final} = {self.cells}.pop()")
+        parts = tuple(BVal("num", gen.atom(f"{final}[{j!r}]"), {0, 1}, elem="R", size=None)
+                      for j in (0, 1))
+        fv = BVal("tuple", dims={0, 1}, inner=parts)
+        saved = self.bind(k.name, BVal("pair", dims={0, 1}, inner=(fv, None)))
+        try:
+            self.run(k.body)
+        finally:
+            self.unbind(saved)
+
+    def add_pair(self, level: int, v: BVal) -> None:
+        """An add of a pair of reals in an inner loop: to the innermost open
+        pair scope (recorded, checked when the pass starts: Nested.ready)."""
+        gen, inner = self.gen, self.inner
+        if not inner["pairs"]:
+            raise NotBatchable("an add of a pair outside a pair scope of the inner loop")
+        parts = []
+        for x in v.inner:
+            if isinstance(x, BVal) and not (x.kind == "num" and x.elem == "R"):
+                raise NotBatchable("an add of a pair whose components are not reals")
+            parts.append(self.numbers(x) if isinstance(x, BVal) else x)
+        top = inner["pairs"][-1]
+        top[1] += 1
+        inner["record"][3].append((top[0], level))
+        gen.emit(f"{gen.const(vaddpair, 'B')}({self.cells}, {level!r}, {parts[0]}, {parts[1]}, "
+                 f"{inner['shape']})")
+
+    def loop(self, m: SequenceScoped, k: Lam | None) -> None:
+        """`sequenceScoped inits keep fns ctgs >>= \\res -> k` (k None: no
+        continuation), fns an inner build's backpropagators: their bodies run
+        on all element pairs at once, each scope a cell per pair (an n x m
+        array); res the kept ones."""
         gen = self.gen
         if self.inner is not None or self.rank != 2:
             raise NotBatchable("loops nested three deep")
@@ -372,11 +514,11 @@ class Exec(Batcher):
         shape = gen.atom(f"({self.n}, {fns.size})")
         gen.emit(f"{self.cells}.extend(({''.join(i + ', ' for i in inits)}))")
         levels: list = []
-        record = [self.scopes, len(inits), levels]
+        record = [self.scopes, len(inits), levels, []]  # (and its pair adds: Nested)
         self.loops.append(record)
         buf = gen.atom("{}", "b")  # its adds to cells not its own (nested_support.vadd_in)
         self.inner = {"first": first, "shape": shape, "levels": levels, "buf": buf,
-                      "record": record, "k0": len(inits), "open": 0}
+                      "record": record, "k0": len(inits), "open": 0, "pairs": []}
         try:
             self.apply(fns.inner, ctgs)
         finally:
@@ -385,10 +527,12 @@ class Exec(Batcher):
         fin = gen.fresh("v")
         gen.emit(f"{fin} = {self.cells}[{first}:]")
         gen.emit(f"del {self.cells}[{first}:]")
+        if k is None:
+            return
         kept = []
         for j in m.keep:
             x = gen.atom(f"{gen.const(final2, 'B')}({fin}[{j!r}], {inits[j]}, {shape})")
-            kept.append(BVal("num", x, {0, 1}, elem="R"))
+            kept.append(BVal("num", x, {0, 1}, elem="R", size=fns.size))
         res = "None"
         for x in reversed(kept):
             res = BVal("tuple", dims={0, 1}, inner=(x, res))

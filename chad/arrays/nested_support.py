@@ -27,7 +27,10 @@ from chad.compile.vector_support import (
     Fallback, PerElement, numbers_array, place, vgather, vtake2,
 )
 
-from .bag import BEMPTY, Bag, BArray, BRows
+from chad.compile.ieee import quiet
+from chad.linear import LR
+
+from .bag import BEMPTY, Bag, BArray, BRows, to_dense
 
 
 class RowBags(PerElement):
@@ -141,6 +144,8 @@ def shared_adds(cells: list, level: int, items: list, n: int) -> None:
     chad/compile/parallel_support.py). When every add is of rows at the
     identity indices, the same chain of adds is one BRows bag of the rows
     interleaved in that order."""
+    if not n:  # no outer element: no add
+        return
     if type(cells) is list and all(kind == "rows" and (idx is None or is_iota(idx))
                                    and x.ndim == 2 and x.shape[0] == n
                                    for kind, x, idx in items):
@@ -184,6 +189,44 @@ def vgather_numbers(a, idx, live: int = 1):
     return vgather(numbers_array(a), idx, live)
 
 
+def vgather_reals(a, idx, live: int = 1):
+    """`a ! j` for a batched integer j of an untyped array in a nested forward
+    pass (a target term: kmeans' `ps ! (2 * i)` after CHAD): a must be an
+    Array R (a float64 array), else the region's guard fails (Fallback)."""
+    if not (type(a) is np.ndarray and a.dtype == np.float64 and a.ndim == 1):
+        raise Fallback("not an array of reals")
+    return vgather(a, idx, live)
+
+
+def vdense_bags(cell, n: int, m: int):
+    """scatter (zeros m) (collect b_i) for each outer element's bag b_i of a
+    bag cell (RowBags, or a bag every element shares): an n x m array. Element
+    i's bag is its adds chained newest first (`padd(new, cell)`: BPlus(new,
+    cell)), so each entry is 0.0 + the newest add's value + the one before
+    ...; when every add is a whole row at the identity indices that is a few
+    elementwise adds, else each element's bag is made dense on its own
+    (bag.to_dense, the evaluator's scatter)."""
+    if type(cell) is RowBags:
+        items = cell.items
+        if (cell.init is BEMPTY and items and all(
+                kind == "rows" and x.ndim == 2 and x.shape == (n, m)
+                and (idx is None or (getattr(idx, "ndim", 1) == 1 and len(idx) == m
+                                     and is_iota(idx)))
+                for kind, x, idx in items)):
+            with quiet():
+                out = np.add(items[-1][1], 0.0)
+                for _kind, x, _idx in reversed(items[:-1]):
+                    np.add(out, x, out=out)
+            return out
+        bags = [cell.bag(i) for i in range(n)]
+    else:
+        bags = [cell] * n
+    out = np.zeros((n, m))
+    for i, bag in enumerate(bags):
+        out[i] = to_dense(BEMPTY if bag is None else bag, m, LR())
+    return out
+
+
 def rows_of(vals, n: int):
     """A BArray's values in a nested reverse pass: an n x m array (a value of
     the outer loop only is the same row for every element)."""
@@ -213,6 +256,19 @@ def vadd2(cells: list, level: int, v, shape: tuple, adopt: bool = False) -> None
     cells[level] = np.array(v) if cur is None else np.add(v, cur)
 
 
+def vaddpair(cells: list, level: int, a, b, shape: tuple) -> None:
+    """`add level (a, b)` by every element pair into their own pair cells
+    (None: the sparse zero pair): componentwise, as plusv adds pairs; the
+    cell a list of two n x m arrays of its own."""
+    cur = cells[level]
+    if cur is None:
+        cells[level] = [np.array(np.broadcast_to(np.asarray(x, dtype=np.float64), shape))
+                        for x in (a, b)]
+        return
+    np.add(cur[0], a, out=cur[0])
+    np.add(cur[1], b, out=cur[1])
+
+
 def vadd_in(cells: list, level: int, first: int, buf: dict, v, shape: tuple,
             adopt: bool = False) -> None:
     """`add level v` in an inner loop: into the element pairs' own cells
@@ -233,6 +289,9 @@ def inner_adds(cells: list, run, buf: dict, shape: tuple) -> None:
     (np.cumsum: one addition after the other); to a shared cell: a part of the
     pass's adds to it (vector_support.Pass.flush sums them all, in order)."""
     n, m = shape
+    if not n:  # no outer element: nothing was added
+        buf.clear()
+        return
     for level, parts in buf.items():
         seq = parts[0] if len(parts) == 1 else np.stack(parts, axis=2)
         seq = np.array(seq, dtype=np.float64).reshape(n, -1)  # row i: element i's adds
@@ -313,7 +372,9 @@ class Nested:
     `nested`): bag scopes; its inner loops' adds, each (s, k, levels): a loop
     opened after s scopes of the outer element, with k cells, adding at those
     absolute levels, which must be cells that exist at the depth of the run
-    (its own, the outer element's or shared ones: `vadd_in`)."""
+    (its own, the outer element's or shared ones: `vadd_in`); and its adds
+    of pairs, each (pos, level): to the loop's pair cell at position pos
+    among its cells, which must be that level (`vaddpair`)."""
 
     __slots__ = ("loops", "unit_result")
 
@@ -325,4 +386,6 @@ class Nested:
         return isinstance(init, Bag)
 
     def ready(self, depth: int) -> bool:
-        return all(lv < depth + s + k for s, k, levels in self.loops for lv in levels)
+        return all(all(lv < depth + s + k for lv in levels)
+                   and all(lv == depth + s + pos for pos, lv in pairs)
+                   for s, k, levels, pairs in self.loops)
