@@ -49,8 +49,18 @@ PROGRAMS = {
                 "  m + log (sum (map (\\v -> exp (v - m)) x))\n"
                 "def f(a : Array R, b : Array R) : R = "
                 "sum (build (length a) (\\i -> lse(build (length b) (\\j -> a ! i * b ! j))))",
+    # a def with array parameters called in the inner loop (a run per element pair)
+    "call": "def sq(x : Array R, i : Z, y : Array R, j : Z) : R = (x ! i - y ! j) ** 2 + x ! i * y ! j\n"
+            "def f(a : Array R, b : Array R) : R = sum (build (length a) (\\i -> "
+            "fold (\\p -> min(fst p, snd p)) (build (length b) (\\j -> sq(a, i, b, j)))))",
+    "two_calls": "def g(x : Array R, i : Z, w : R) : R = x ! i * w\n"
+                 "def f(a : Array R, b : Array R) : R = sum (build (length a) (\\i -> "
+                 "sum (build (length b) (\\j -> g(b, j, a ! i) + g(a, i, b ! j) * g(b, j, 0.5)))))",
+    "call_row": "def g(x : Array R, j : Z) : R = x ! j * x ! j\n"
+                "def f(m : Array (Array R)) : R = sum (build (length m) (\\i -> "
+                "let r = m ! i in sum (build (length r) (\\j -> g(r, j) + r ! j))))",
 }
-EXACT = {"nearest", "weighted", "pairlet"}
+EXACT = {"nearest", "weighted", "pairlet", "call", "two_calls", "call_row"}
 
 
 def _example(name: str) -> str:
@@ -69,6 +79,11 @@ def _args(name, rng, n, k, special):
         return (-0.5, a, b)
     if name == "pairlet":
         return (a, rng.standard_normal(2 * k))
+    if name == "call_row":
+        m = rng.standard_normal((n, k))
+        if special and n > 1 and k > 1:
+            m[1, 0], m[0, 1] = -0.0, math.inf
+        return (m,)
     return (a, b)
 
 
@@ -119,7 +134,7 @@ def test_empty_loops_and_the_fold_of_nothing(name):
     rng = np.random.default_rng(4)
     args = _args(name, rng, 0, 3, False)
     agree(chad.grad(text)(*args), chad.grad(text, backend="interp")(*args), exact=True)
-    if name == "pairlet":
+    if name in ("pairlet", "two_calls", "call_row"):
         return
     args = _args(name, rng, 3, 0, False)
     with pytest.raises(ChadError) as compiled:
@@ -130,17 +145,22 @@ def test_empty_loops_and_the_fold_of_nothing(name):
 
 
 @pytest.mark.parametrize("evm", RUNTIMES)
-def test_gmm_gradient_is_vectorised_and_the_interpreters(evm, monkeypatch):
-    text = _example("gmm")
+@pytest.mark.parametrize("name", ["gmm", "kmeans"])
+def test_the_examples_gradients_are_vectorised_and_the_interpreters(name, evm, monkeypatch):
+    text = _example(name)
     assert "per-element" not in _source(text, "grad")
     rng = np.random.default_rng(8)
     for npts, k in ((40, 3), (1, 1), (5, 4)):
-        args = (rng.standard_normal(k), rng.standard_normal(2 * k),
-                rng.standard_normal(2 * k) * 0.1, rng.standard_normal(2 * npts))
+        if name == "gmm":
+            args = (rng.standard_normal(k), rng.standard_normal(2 * k),
+                    rng.standard_normal(2 * k) * 0.1, rng.standard_normal(2 * npts))
+        else:
+            args = (rng.standard_normal(2 * npts), rng.standard_normal(2 * k))
+            args[1][-2:] = args[1][:2]  # two centres the same: ties
         counts = _Counts(monkeypatch)
         got = chad.grad(text, evm=evm)(*args)
         assert counts.batched()
-        agree(got, chad.grad(text, evm=evm, backend="interp")(*args), exact=False)
+        agree(got, chad.grad(text, evm=evm, backend="interp")(*args), exact=name == "kmeans")
 
 
 def test_a_pair_let_outside_the_inner_loop_is_not_taken_for_its_own():

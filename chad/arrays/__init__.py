@@ -58,7 +58,8 @@ def register() -> None:
     vectorise.LOOP_NODES.update((Build, MapA, UnzipMap))
     # target-only forms (chad/arrays/nodes.py)
     register_node(BEmptyT, compiled=lower.lower_bempty, eval=E.eval_bempty, show=show.show_bempty)
-    register_node(BOneT, compiled="eval", eval=E.eval_bone, show=show.show_bone)
+    register_node(BOneT, compiled="eval", eval=E.eval_bone, show=show.show_bone,
+                  batch=lower.batch_bone)
     register_node(BArrayT, compiled=lower.lower_barray, eval=E.eval_barray, show=show.show_barray,
                   batch=lower.batch_barray)
     register_node(BFillT, compiled=lower.lower_bfill, eval=E.eval_bfill, show=show.show_bfill,

@@ -367,6 +367,24 @@ def _size_of(b: Batcher, t, size: str) -> None:
         raise NotBatchable("a scatter into an array other than the fill's")
 
 
+def batch_bone(b: Batcher, t) -> BVal:
+    """BOne idx v in a nested reverse pass (an add in an inlined call's run):
+    every element pair's one-hot bag ("bone": expr the values, inner the
+    indices)."""
+    if not b.closures:
+        raise NotBatchable("a one-hot bag outside a nested reverse pass")
+    i, v = b.value(t.idx), b.value(t.val)
+    if isinstance(i, BVal) and not (i.kind in ("num", "idx") and i.elem == "Z"):
+        raise NotBatchable("a one-hot bag at an index that is not an integer")
+    if isinstance(v, BVal) and not (v.kind == "num" and v.elem == "R"):
+        raise NotBatchable("a one-hot bag of a value that is not a real")
+    if not isinstance(v, BVal) and not _real_literal(t.val):
+        raise NotBatchable("a one-hot bag of an unbatched value")
+    idx = b.numbers(i) if isinstance(i, BVal) else i
+    val = b.numbers(v) if isinstance(v, BVal) else v
+    return BVal("bone", expr=val, dims=b.dims(i, v), inner=idx)
+
+
 def batch_barray(b: Batcher, t) -> BVal:
     """BArray idx vals in a nested reverse pass: each outer element's bag of
     its row of vals (an n x m array) at idx (unbatched)."""

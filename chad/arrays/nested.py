@@ -41,7 +41,8 @@ from chad.terms import (
 )
 
 from .nested_support import (
-    Nested, RowBags, bag_cells, final2, flat, inner_adds, rows_of, vadd_in, vaddpair, vbagadd,
+    Nested, PairOnes, RowBags, bag_cells, final2, flat, inner_adds, rows_of, vadd_in, vaddpair,
+    vbagadd,
 )
 from .folds import vuntree2
 from .nodes import BEmptyT, SequenceScoped, UnTree
@@ -189,7 +190,8 @@ def back_function_nested(b: Batcher, lam: Lam):
         quiet_body(gen, body)
     b.pending.append(block)
     b.pending.extend(ex.pending)
-    loops = tuple((s, k, tuple(levels), tuple(pairs)) for s, k, levels, pairs in ex.loops)
+    loops = tuple((s, k, tuple(levels), tuple(pairs), tuple(bags))
+                  for s, k, levels, pairs, bags in ex.loops)
     return name, atoms, Nested(loops, unit_result=not ex.pure_values)
 
 
@@ -204,6 +206,7 @@ class Exec(Batcher):
         self.cells, self.run_, self.n = cells, run, n
         self.scopes = 0       # scopes of the outer element open here
         self.inner = None     # in an inner loop: its first cell, shape, adds (Exec.loop)
+        self.inner_run = None  # in a run in an inner loop: its cells (Exec.inner_run_evm)
         self.loops: list = []  # (scopes before it, its cells, the levels it adds to)
         self.pure_values = False
 
@@ -214,8 +217,72 @@ class Exec(Batcher):
 
     def value(self, t):
         if type(t) is RunEVM and self.is_batched(t):
-            return self.run_evm(t)
+            return self.inner_run_evm(t) if self.inner is not None else self.run_evm(t)
         return super().value(t)
+
+    def inner_run_evm(self, t: RunEVM) -> BVal:
+        """`run m env` in an inner loop (a call of a def with array
+        parameters: kmeans' `sqdist(ps, i, zs, c)`): every element pair's
+        cells, a bag cell (PairOnes: the one-hot adds made to it) or a unit
+        cell (an integer parameter's, never added to); m may only make
+        one-hot adds (BOne) to the bag cells."""
+        gen = self.gen
+        if self.inner_run is not None:
+            raise NotBatchable("a run in a run")
+        kinds, made, e = [], [], t.env
+        while type(e) is Pair:
+            if type(e.left) is BEmptyT:
+                kinds.append("bag")
+                made.append(f"{gen.const(PairOnes, 'B')}()")
+            elif type(e.left) is LUnit:
+                kinds.append("unit")
+                made.append("None")
+            elif _real_literal(e.left):  # a real parameter's cell: its adds' sum
+                kinds.append("real")
+                made.append(gen.atom(gen.value(e.left)))
+            else:
+                raise NotBatchable("a run in an inner loop whose cells are not bags or reals")
+            e = e.right
+        if type(e) not in (LUnit, Unit):
+            raise NotBatchable("a run whose cells are not a tuple")
+        cells = gen.fresh("cells")
+        gen.emit(f"{cells} = [{', '.join(made)}]")
+        saved = (self.inner_run, self.pure_values)
+        self.inner_run, self.pure_values = {"cells": cells, "kinds": kinds}, False
+        try:
+            self.run(t.m)
+            if self.pure_values:
+                raise NotBatchable("a run whose action returns a value")
+        finally:
+            self.inner_run, self.pure_values = saved
+        finals: object = "None"
+        for j in reversed(range(len(kinds))):
+            x = gen.atom(f"{cells}[{j!r}]")
+            if kinds[j] == "bag":
+                cell = BVal("ones", expr=x, dims={0, 1})
+            elif kinds[j] == "real":  # (never added to: its initial real for every pair)
+                cell = BVal("num", gen.atom(f"_np.broadcast_to({x}, {self.inner['shape']})"),
+                            {0, 1}, elem="R")
+            else:
+                cell = "None"
+            finals = BVal("tuple", dims={0, 1}, inner=(cell, finals))
+        return BVal("tuple", dims={0, 1}, inner=("None", finals))
+
+    def add_in_run(self, level: int, v) -> None:
+        """An add in a run in an inner loop: a one-hot bag to a bag cell."""
+        run = self.inner_run
+        kind = run["kinds"][level] if level < len(run["kinds"]) else None
+        if kind == "real":  # plusv(v, cell): v + cell, every pair's
+            if isinstance(v, BVal) and not (v.kind == "num" and v.elem == "R"):
+                raise NotBatchable("an add in a run of a value that is not a real")
+            x = self.numbers(v) if isinstance(v, BVal) else v
+            self.gen.emit(f"{run['cells']}[{level!r}] = ({x} + {run['cells']}[{level!r}])")
+            return
+        if kind != "bag":
+            raise NotBatchable("an add in a run to a cell other than a bag or a real")
+        if not (isinstance(v, BVal) and v.kind == "bone"):
+            raise NotBatchable("an add in a run of a bag other than a one-hot one")
+        self.gen.emit(f"{run['cells']}[{level!r}].add({v.inner}, {v.expr}, {self.inner['shape']})")
 
     def run_evm(self, t: RunEVM) -> BVal:
         """`run m env` by every outer element (an inlined call's reverse pass:
@@ -250,9 +317,10 @@ class Exec(Batcher):
             if self.pure_values:
                 raise NotBatchable("a run whose action returns a value")
             # its inner loops add to the run's cells and their own only
-            for s, k, levels, pairs in self.loops:
+            for s, k, levels, pairs, bags in self.loops:
                 if any(lv >= len(inits) + s + k for lv in levels) or \
-                        any(lv != len(inits) + s + pos for pos, lv in pairs):
+                        any(lv != len(inits) + s + pos for pos, lv in pairs) or \
+                        any(lv >= len(inits) + s for lv in bags):
                     raise NotBatchable("an inner loop of a run adding to a cell outside it")
         finally:
             self.cells, self.run_, self.scopes, self.loops, self.pure_values = saved
@@ -267,6 +335,8 @@ class Exec(Batcher):
 
     def run(self, t) -> None:
         cls = type(t)
+        if self.inner_run is not None and cls in (BindEVM, SequenceScoped, ScopeEVM):
+            raise NotBatchable("a scope or a loop in a run in an inner loop")
         if cls is ThenEVM:
             self.run(t.first)
             self.run(t.second)
@@ -318,6 +388,17 @@ class Exec(Batcher):
     def add(self, level: int, term) -> None:
         gen = self.gen
         v = self.value(term)
+        if v == "None":  # the sparse zero (a unit cell's final value): plusv(None, c) is c
+            return
+        if self.inner_run is not None:
+            self.add_in_run(level, v)
+            return
+        if self.inner is not None and isinstance(v, BVal) and v.kind == "ones":
+            # an element pair's run's bag cell, to a cell that is not the inner
+            # loop's own (checked when the pass starts: Nested.ready)
+            self.inner["record"][4].append(level)
+            gen.emit(f"{self.inner['buf']}.setdefault({level!r}, []).append({v.expr})")
+            return
         if self.inner is not None:
             first, shape, levels, buf = (self.inner[k] for k in ("first", "shape", "levels", "buf"))
             if isinstance(v, BVal) and v.kind == "tuple" and len(v.inner) == 2:
@@ -514,15 +595,17 @@ class Exec(Batcher):
         shape = gen.atom(f"({self.n}, {fns.size})")
         gen.emit(f"{self.cells}.extend(({''.join(i + ', ' for i in inits)}))")
         levels: list = []
-        record = [self.scopes, len(inits), levels, []]  # (and its pair adds: Nested)
+        record = [self.scopes, len(inits), levels, [], []]  # (its pair and bag adds: Nested)
         self.loops.append(record)
         buf = gen.atom("{}", "b")  # its adds to cells not its own (nested_support.vadd_in)
         self.inner = {"first": first, "shape": shape, "levels": levels, "buf": buf,
                       "record": record, "k0": len(inits), "open": 0, "pairs": []}
+        self.sizes.append(fns.size)  # the inner loop's index (a captured j), axis 1
         try:
             self.apply(fns.inner, ctgs)
         finally:
             self.inner = None
+            self.close_loop()
         gen.emit(f"{gen.const(inner_adds, 'B')}({self.cells}, {self.run_}, {buf}, {shape})")
         fin = gen.fresh("v")
         gen.emit(f"{fin} = {self.cells}[{first}:]")

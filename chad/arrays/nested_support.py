@@ -67,6 +67,8 @@ class RowBags(PerElement):
             if kind == "rows":
                 ok = idx is None or (is_iota(idx) and len(idx) == x.shape[1])
                 return x if ok and x.ndim == 2 else None
+            if kind != "cell":
+                return None
             cell = x
         return None
 
@@ -98,11 +100,52 @@ class RowsTuple(Sequence):
         return self._bags
 
 
+class PairOnes:
+    """The bag cells of every (outer, inner) element pair in a `run` in an
+    inner loop (an inlined call's array parameter: kmeans' `sqdist(ps, i, zs,
+    c)`): the one-hot adds made to them, in order, each (idx, vals), two n x m
+    arrays (element pair (i, j)'s bag: BOne (idx[i, j], vals[i, j]) of each
+    add, chained newest first)."""
+
+    __slots__ = ("adds",)
+
+    def __init__(self) -> None:
+        self.adds: list = []
+
+    def add(self, idx, vals, shape: tuple) -> None:
+        idx = np.asarray(idx)
+        if idx.dtype != np.int64:
+            if idx.dtype.kind not in "iu" and idx.dtype != object:
+                raise TypeError("a one-hot add at an index that is not an integer")
+            idx = idx.astype(np.int64)  # (beyond int64: OverflowError, the per-element path)
+        self.adds.append((np.broadcast_to(idx, shape),
+                          np.broadcast_to(np.asarray(vals, dtype=np.float64), shape)))
+
+    def stacked(self, shape: tuple) -> tuple:
+        """(idx, vals), n x m x K: the K adds of every element pair in order."""
+        if not self.adds:
+            return np.zeros(shape + (0,), dtype=np.int64), np.zeros(shape + (0,))
+        return (np.stack([i for i, _ in self.adds], axis=2),
+                np.stack([v for _, v in self.adds], axis=2))
+
+
+def ones_bag(idx, vals):
+    """The bag of a chain of one-hot adds, given as rows (each row's adds in
+    order, the rows in order): the adds' pairs in the order the chain lists
+    them (the last first), one BArray (or BEmpty for none)."""
+    if not idx.size:
+        return BEMPTY
+    return BArray(np.ascontiguousarray(vals.reshape(-1)[::-1]),
+                  np.ascontiguousarray(idx.reshape(-1)[::-1]))
+
+
 def item_bag(item, i: int):
     """Element i's bag of an add of RowBags: BArray (vals[i]) at idx (a row of
     idx when each element has its own indices: an n x m array), or the
     element's bag of another cell."""
     kind, x, idx = item
+    if kind == "ones":  # element i's inner elements' one-hot adds, in order
+        return ones_bag(idx[i], x[i])
     if kind != "rows":
         return x.bag(i)
     if idx is not None and getattr(idx, "ndim", 1) == 2:
@@ -145,6 +188,13 @@ def shared_adds(cells: list, level: int, items: list, n: int) -> None:
     identity indices, the same chain of adds is one BRows bag of the rows
     interleaved in that order."""
     if not n:  # no outer element: no add
+        return
+    if type(cells) is list and all(kind == "ones" for kind, _x, _idx in items):
+        # one-hot adds of every element's inner elements: element 0's items in
+        # order, then element 1's, ...: one chain, one BArray
+        vals = np.concatenate([x.reshape(n, -1) for _kind, x, _idx in items], axis=1)
+        idx = np.concatenate([ix.reshape(n, -1) for _kind, _x, ix in items], axis=1)
+        cells[level] = padd(ones_bag(idx, vals), cells[level])
         return
     if type(cells) is list and all(kind == "rows" and (idx is None or is_iota(idx))
                                    and x.ndim == 2 and x.shape[0] == n
@@ -293,6 +343,9 @@ def inner_adds(cells: list, run, buf: dict, shape: tuple) -> None:
         buf.clear()
         return
     for level, parts in buf.items():
+        if type(parts[0]) is PairOnes:  # bags of one-hot adds (a run's cells)
+            _ones_adds(cells, run, level, parts, shape)
+            continue
         seq = parts[0] if len(parts) == 1 else np.stack(parts, axis=2)
         seq = np.array(seq, dtype=np.float64).reshape(n, -1)  # row i: element i's adds
         if level >= run.base:
@@ -306,6 +359,17 @@ def inner_adds(cells: list, run, buf: dict, shape: tuple) -> None:
         elif seq.shape[1]:  # (an empty inner loop adds nothing)
             run.pending.setdefault(level, []).append((seq, True, None))
     buf.clear()
+
+
+def _ones_adds(cells: list, run, level: int, parts: list, shape: tuple) -> None:
+    """An inner loop's adds of its element pairs' bags of one-hot adds to a
+    cell of the outer element or a shared one: element pair (i, j)'s bags in
+    program order, j = 0 .. m-1; one item ("ones", vals, idx: n x m x K) of
+    the outer element's adds, as vbagadd keeps them."""
+    stacks = [p.stacked(shape) for p in parts]
+    idx = np.concatenate([i for i, _ in stacks], axis=2)
+    vals = np.concatenate([v for _, v in stacks], axis=2)
+    vbagadd(cells, level, run, shape[0], ("ones", vals, idx))
 
 
 def final2(cell, init, shape: tuple):
@@ -374,7 +438,8 @@ class Nested:
     absolute levels, which must be cells that exist at the depth of the run
     (its own, the outer element's or shared ones: `vadd_in`); and its adds
     of pairs, each (pos, level): to the loop's pair cell at position pos
-    among its cells, which must be that level (`vaddpair`)."""
+    among its cells, which must be that level (`vaddpair`); and its adds of
+    bags (PairOnes), to cells that are not its own."""
 
     __slots__ = ("loops", "unit_result")
 
@@ -388,4 +453,5 @@ class Nested:
     def ready(self, depth: int) -> bool:
         return all(all(lv < depth + s + k for lv in levels)
                    and all(lv == depth + s + pos for pos, lv in pairs)
-                   for s, k, levels, pairs in self.loops)
+                   and all(lv < depth + s for lv in bags)
+                   for s, k, levels, pairs, bags in self.loops)
