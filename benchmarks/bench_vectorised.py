@@ -7,7 +7,11 @@ ReLU times a captured weight: chad/compile/switch.py) and a 1-D stencil
 call) at n = 10^3 .. 10^6,
 the sum of a matrix-vector product at n = 10 .. 1000 (an n x n matrix) and the
 10-20-5 MLP of the compiled-gradient benchmark on a batch of n = 64 inputs (the
-loss summed over the batch).
+loss summed over the batch), and the ported examples kmeans (the sum of each
+point's squared distance to its nearest centre) and gmm (a Gaussian mixture's
+negative log-likelihood) with n = 10^3 .. 10^5 points in 2-D and 5 centres or
+components (a fold or a log-sum-exp over the centres inside the loop over the
+points: chad/arrays/folds.py).
 Every tool is given the same arguments: vectors and matrices as float64 numpy
 arrays, 1-D and 2-D (chad takes a 2-D array for an Array (Array R): its rows;
 until 2026-11-28 chad was given tuples of rows, which it stacked inside the
@@ -78,12 +82,16 @@ PROGRAMS = {
                   "sum (build (length v) (\\j -> m ! i ! j * v ! j))))",
     "stencil": (Path(__file__).resolve().parent.parent / "examples" / "stencil.chad").read_text(),
     "mlp-batch": MLP_TEXT,
+    "kmeans": (Path(__file__).resolve().parent.parent / "examples" / "kmeans.chad").read_text(),
+    "gmm": (Path(__file__).resolve().parent.parent / "examples" / "gmm.chad").read_text(),
 }
 SIZES = {"dot": (10**3, 10**4, 10**5, 10**6), "logsumexp": (10**3, 10**4, 10**5, 10**6),
          "map-closure": (10**3, 10**4, 10**5, 10**6), "map-if": (10**3, 10**4, 10**5, 10**6),
          "sum-matvec": (10, 100, 1000),
-         "stencil": (10**3, 10**4, 10**5, 10**6), "mlp-batch": (64,)}
+         "stencil": (10**3, 10**4, 10**5, 10**6), "mlp-batch": (64,),
+         "kmeans": (10**3, 10**4, 10**5), "gmm": (10**3, 10**4, 10**5)}
 MLP_SHAPE = (10, 20, 5)
+CLUSTERS = 5  # kmeans' centres and gmm's components, in 2-D (examples/kmeans.chad, gmm.chad)
 
 
 def args_of(name: str, n: int, rng):
@@ -95,6 +103,12 @@ def args_of(name: str, n: int, rng):
         return (0.7, rng.normal(size=n))
     if name == "stencil":
         return (rng.normal(size=n),)
+    if name == "kmeans":
+        return (rng.normal(size=2 * n), rng.normal(size=2 * CLUSTERS))
+    if name == "gmm":
+        k = CLUSTERS
+        return (rng.normal(size=k), rng.normal(size=2 * k), rng.normal(size=2 * k) * 0.1,
+                rng.normal(size=2 * n))
     if name == "mlp-batch":
         i, h, o = MLP_SHAPE
         return (rng.normal(size=(h, i)) * 0.3, rng.normal(size=h) * 0.1,
@@ -158,6 +172,52 @@ def numpy_tools(name: str):
             q = 0.25 * ds
             return float(s @ s), (0.5 * ds + np.bincount(im, q, n) + np.bincount(ip, q, n),)
         return p, g
+    if name == "kmeans":
+        def dists(ps, zs):
+            diff = ps.reshape(-1, 1, 2) - zs.reshape(1, -1, 2)
+            return diff, np.sum(diff * diff, axis=2)
+
+        def p(ps, zs):
+            return float(np.sum(np.min(dists(ps, zs)[1], axis=1)))
+
+        def g(ps, zs):
+            diff, d = dists(ps, zs)
+            c = np.argmin(d, axis=1)  # the first nearest: the fold's leftmost minimum
+            near = diff[np.arange(len(c)), c]  # p_i - z_c
+            dz = np.zeros((len(zs) // 2, 2))
+            np.add.at(dz, c, -2.0 * near)
+            return float(np.sum(d[np.arange(len(c)), c])), ((2.0 * near).reshape(-1),
+                                                            dz.reshape(-1))
+        return p, g
+    if name == "gmm":
+        def parts(alphas, mus, logstd, xs):
+            x, mu, s = xs.reshape(-1, 1, 2), mus.reshape(1, -1, 2), logstd.reshape(1, -1, 2)
+            z = (x - mu) * np.exp(-s)
+            t = alphas.reshape(1, -1) - s.sum(axis=2) - 0.5 * np.sum(z * z, axis=2)
+            m = t.max(axis=1, keepdims=True)
+            e = np.exp(t - m)
+            lse_rows = m[:, 0] + np.log(e.sum(axis=1))
+            am = alphas.max()
+            ea = np.exp(alphas - am)
+            lse_a = am + np.log(ea.sum())
+            n = len(xs) // 2
+            return n * lse_a - lse_rows.sum(), (x, mu, s, z, e / e.sum(axis=1, keepdims=True),
+                                                 ea / ea.sum(), n)
+
+        def p(*args):
+            return float(parts(*args)[0])
+
+        def g(*args):
+            value, (x, mu, s, z, soft, soft_a, n) = parts(*args)
+            dt = -soft  # d value / d t (n x k)
+            dalphas = n * soft_a + dt.sum(axis=0)
+            dz = -dt[:, :, None] * z  # d t / d z = -z
+            es = np.exp(-s)
+            dx = np.sum(dz * es, axis=1)
+            dmu = -np.sum(dz * es, axis=0)
+            ds = -dt.sum(axis=0)[:, None] - np.sum(dz * z, axis=0)
+            return float(value), (dalphas, dmu.reshape(-1), ds.reshape(-1), dx.reshape(-1))
+        return p, g
     if name == "mlp-batch":
         def fwd(w1, b1, w2, b2, xs, ys):
             w1, w2, xs, ys = (np.asarray(x) for x in (w1, w2, xs, ys))
@@ -214,6 +274,20 @@ def jax_tools(name: str):
             i = jnp.arange(n)
             s = 0.25 * a[jnp.maximum(i - 1, 0)] + 0.5 * a + 0.25 * a[jnp.minimum(i + 1, n - 1)]
             return jnp.sum(s * s)
+    elif name == "kmeans":
+        def f(ps, zs):
+            diff = ps.reshape(-1, 1, 2) - zs.reshape(1, -1, 2)
+            return jnp.sum(jnp.min(jnp.sum(diff * diff, axis=2), axis=1))
+    elif name == "gmm":
+        def f(alphas, mus, logstd, xs):
+            x, mu, s = xs.reshape(-1, 1, 2), mus.reshape(1, -1, 2), logstd.reshape(1, -1, 2)
+            z = (x - mu) * jnp.exp(-s)
+            t = alphas.reshape(1, -1) - s.sum(axis=2) - 0.5 * jnp.sum(z * z, axis=2)
+            m = jax.lax.stop_gradient(t.max(axis=1, keepdims=True))
+            am = jax.lax.stop_gradient(alphas.max())
+            lse_a = am + jnp.log(jnp.sum(jnp.exp(alphas - am)))
+            lse_rows = m[:, 0] + jnp.log(jnp.sum(jnp.exp(t - m), axis=1))
+            return (xs.shape[0] // 2) * lse_a - jnp.sum(lse_rows)
     elif name == "mlp-batch":
         def f(w1, b1, w2, b2, xs, ys):
             z = jnp.tanh(xs @ w1.T + b1) @ w2.T + b2
@@ -223,7 +297,8 @@ def jax_tools(name: str):
     else:
         f = lambda m, v: jnp.sum(m @ v)  # noqa: E731
     argnums = {"dot": (0, 1), "map-closure": (0, 1), "map-if": (0, 1), "sum-matvec": (0, 1),
-               "mlp-batch": tuple(range(6))}.get(name, (0,))
+               "mlp-batch": tuple(range(6)), "kmeans": (0, 1),
+               "gmm": (0, 1, 2, 3)}.get(name, (0,))
     p = jax.jit(f)
     g = jax.jit(jax.value_and_grad(f, argnums=argnums))
     conv = lambda args: tuple(jnp.asarray(_stacked(x)) for x in args)  # noqa: E731
@@ -256,6 +331,16 @@ def torch_tools(name: str):
             s = (0.25 * a[torch.clamp(i - 1, min=0)] + 0.5 * a
                  + 0.25 * a[torch.clamp(i + 1, max=n - 1)])
             return (s * s).sum()
+        if name == "kmeans":
+            ps, zs = xs
+            diff = ps.reshape(-1, 1, 2) - zs.reshape(1, -1, 2)
+            return (diff * diff).sum(dim=2).min(dim=1).values.sum()
+        if name == "gmm":
+            alphas, mus, logstd, x = xs
+            xx, mu, s = x.reshape(-1, 1, 2), mus.reshape(1, -1, 2), logstd.reshape(1, -1, 2)
+            z = (xx - mu) * torch.exp(-s)
+            t = alphas.reshape(1, -1) - s.sum(dim=2) - 0.5 * (z * z).sum(dim=2)
+            return (x.shape[0] // 2) * torch.logsumexp(alphas, 0) - torch.logsumexp(t, 1).sum()
         if name == "mlp-batch":
             w1, b1, w2, b2, x, y = xs
             z = torch.tanh(x @ w1.T + b1) @ w2.T + b2
