@@ -74,7 +74,7 @@ def vfold(x, n: int, axis: int, rank: int, combine, live: int = 1):
     x = np.asarray(x, dtype=np.float64)
     if x.ndim < rank:
         x = x.reshape((1,) * (rank - x.ndim) + x.shape)
-    if n == 0:
+    if n <= 0:  # (a negative size: the build's error, where a fold runs)
         if live:
             raise ValueError("fold of an empty array")
         shape = list(x.shape)
@@ -156,11 +156,11 @@ def vtree2(x, n: int, axis: int, rank: int, is_max: bool, live: int = 1):
     x = np.asarray(x, dtype=np.float64)
     if x.ndim < rank:
         x = x.reshape((1,) * (rank - x.ndim) + x.shape)
-    if x.shape[axis] != n:
+    if n > 0 and x.shape[axis] != n:
         shape = list(x.shape)
         shape[axis] = n
         x = np.broadcast_to(x, shape)
-    if n == 0:
+    if n <= 0:
         if live:
             raise ValueError("fold of an empty array")
         shape = list(x.shape)

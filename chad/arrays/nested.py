@@ -215,6 +215,12 @@ class Exec(Batcher):
             raise NotBatchable("an inner loop's index in its backpropagator")
         return super().index(axis)
 
+    def _unswitched(self, t):
+        """A case on an unbatched Bool (`max(w, 0.0)` of a captured w) in the
+        reverse pass, where no guard can fall back: np.where of its branches,
+        as in any region (both computed: they must be unable to fail)."""
+        return self._where_case(t)
+
     def value(self, t):
         if type(t) is RunEVM and self.is_batched(t):
             return self.inner_run_evm(t) if self.inner is not None else self.run_evm(t)

@@ -29,6 +29,17 @@ def _shape(rank: int, axis: int, n: int) -> tuple:
     return tuple(shape)
 
 
+def _sized(n: int, live) -> int:
+    """The size n of a loop nested in loops of `live` elements: a negative n
+    fails (the evaluator's error) only where an element runs the loop, and is
+    no element (0) where none does."""
+    if n < 0:
+        if live:
+            _check_size(n)
+        return 0
+    return n
+
+
 def _check_size(n) -> None:
     if n < 0:
         raise ValueError(f"build of negative size {n}")
@@ -69,9 +80,10 @@ def vpowi(x, n):
         return np.where(odd & np.signbit(x), -r, r)
 
 
-def vindex(n: int, axis: int, rank: int):
-    """The loop index of the loop at `axis` (0 .. n-1), as an Array Z on that axis."""
-    _check_size(n)
+def vindex(n: int, axis: int, rank: int, live: int = 1):
+    """The loop index of the loop at `axis` (0 .. n-1), as an Array Z on that
+    axis; `live`: the number of elements of the loops around it (_sized)."""
+    n = _sized(n, live)
     if rank == 1:
         return iota(n)  # recorded: a build of it is an identity index array
     return np.arange(n, dtype=np.int64).reshape(_shape(rank, axis, n))
@@ -82,7 +94,7 @@ def vtake(a, n: int, axis: int, rank: int, live: int = 1):
     that axis (a view; an IndexError if a is shorter, as the evaluator's).
     `live`: the number of elements of the region's loops (0: no element runs,
     nothing is read, no error)."""
-    _check_size(n)
+    n = _sized(n, live)
     a = np.asarray(a)
     if not live:
         return np.zeros(_shape(rank, axis, n), dtype=a.dtype if a.dtype != object else None)
@@ -202,8 +214,7 @@ def vtake2(rows, n: int, axis: int, m: int, axis2: int, rank: int, live: int = 1
     """`rows ! i ! j` for i < n at `axis` and j < m at `axis2`: the rectangular
     block of an array of arrays, as one 2-D array on those two axes; `live` as
     vtake's (and with m = 0 no row is read)."""
-    _check_size(n)
-    _check_size(m)
+    n, m = _sized(n, live), _sized(m, live)
     if not live or not m:
         return place(np.zeros((n, m)), n, axis, m, axis2, rank)
     if len(rows) < n:
@@ -238,7 +249,7 @@ def place(mat, n: int, axis: int, m: int, axis2: int, rank: int):
     return mat.reshape(shape)
 
 
-def vsum(x, n: int, axis: int, rank: int):
+def vsum(x, n: int, axis: int, rank: int, live: int = 1):
     """`sum` over the loop at `axis` (n elements), keeping the axis (size 1).
     A value independent of that loop is summed n times, as the evaluator does.
     Along the contiguous last axis of a C-ordered array numpy sums each row
@@ -246,7 +257,7 @@ def vsum(x, n: int, axis: int, rank: int):
     or an axis whose elements are not adjacent in memory (a transposed block:
     `m ! i ! j` summed over i), it adds row by row, another order: the summed
     axis is made the contiguous last one first (a copy only then)."""
-    _check_size(n)
+    n = _sized(n, live)  # (live: the elements of the loops around it)
     x = np.asarray(x, dtype=np.float64)
     if x.ndim < rank:
         x = x.reshape((1,) * (rank - x.ndim) + x.shape)

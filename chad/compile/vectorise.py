@@ -296,7 +296,10 @@ class Batcher:
         """The loop variable at `axis` as a rank-D Array Z (made once per loop)."""
         name = self._index.get(axis)
         if name is None:
-            name = self.gen.atom(f"_vindex({self.sizes[axis]}, {axis!r}, {self.rank!r})")
+            # (a loop inside others: its size need not be valid where they have
+            # no element, as the evaluator never runs it then: vector_support._sized)
+            live = f", {self.gen.atom(' * '.join(self.sizes[:axis]))}" if axis else ""
+            name = self.gen.atom(f"_vindex({self.sizes[axis]}, {axis!r}, {self.rank!r}{live})")
             self._index[axis] = name
         return name
 
@@ -350,6 +353,10 @@ class Batcher:
         division on Z); the result a number."""
         if self.closures and not self.is_batched(t.scrut):
             return self._unswitched(t)
+        return self._where_case(t)
+
+    def _where_case(self, t: Case):
+        """_case's np.where of both branches (see there)."""
         if t.lname in free_vars(t.lbody) or t.rname in free_vars(t.rbody):
             raise NotBatchable("a case reading what it matched")
         if not (safe(t.lbody) and safe(t.rbody)):
@@ -414,7 +421,8 @@ class Batcher:
             if not (isinstance(a, BVal) and a.kind == "arr"):
                 raise NotBatchable("sum of an array not built in the loop")
             x = self.numbers(a.inner) if isinstance(a.inner, BVal) else a.inner
-            expr = self.gen.atom(f"_vsum({x}, {a.size}, {a.axis!r}, {self.rank!r})")
+            live = f", {self.gen.atom(' * '.join(self.sizes))}" if self.sizes else ""
+            expr = self.gen.atom(f"_vsum({x}, {a.size}, {a.axis!r}, {self.rank!r}{live})")
             return BVal("num", expr, a.dims, fresh=True)
         p = PRIMITIVES.get(op)
         template = None if p is None else p.batched
