@@ -190,7 +190,7 @@ def numpy_tools(name: str):
                                                             dz.reshape(-1))
         return p, g
     if name == "gmm":
-        def parts(alphas, mus, logstd, xs):
+        def terms(alphas, mus, logstd, xs):
             x, mu, s = xs.reshape(-1, 1, 2), mus.reshape(1, -1, 2), logstd.reshape(1, -1, 2)
             z = (x - mu) * np.exp(-s)
             t = alphas.reshape(1, -1) - s.sum(axis=2) - 0.5 * np.sum(z * z, axis=2)
@@ -205,10 +205,10 @@ def numpy_tools(name: str):
                                                  ea / ea.sum(), n)
 
         def p(*args):
-            return float(parts(*args)[0])
+            return float(terms(*args)[0])
 
         def g(*args):
-            value, (x, mu, s, z, soft, soft_a, n) = parts(*args)
+            value, (x, mu, s, z, soft, soft_a, n) = terms(*args)
             dt = -soft  # d value / d t (n x k)
             dalphas = n * soft_a + dt.sum(axis=0)
             dz = -dt[:, :, None] * z  # d t / d z = -z

@@ -36,10 +36,7 @@ import chad
 from chad import cotangents as C
 from chad.arrays import cotangents as AC
 from chad.arrays import nested_support
-from chad.arrays.bag import (
-    BEMPTY, BArray, BOne, BPlus, BRows, collect, dense_real, leaves, scatter, scatter_reals,
-    to_dense, zeros,
-)
+from chad.arrays.bag import BEMPTY, BArray, BOne, BPlus, BRows, dense_real, scatter_reals, to_dense
 from chad.arrays.evaluate import element, gather
 from chad.arrays.nested_support import RowsTuple
 from chad.compile.known import MatrixRows
@@ -47,6 +44,7 @@ from chad.errors import EvalError
 from chad.linear import LR
 from chad.transform.common import D2
 from chad.types import ArrayT, Real
+from tests.test_scatter_reals import _chain, _reference
 
 MATRIX = ArrayT(ArrayT(Real()))
 RUNTIMES = ("array", "map", "parallel")
@@ -88,28 +86,6 @@ def _values(rng, k):
     special = rng.random(k) < 0.25
     v[special] = rng.choice(_SPECIAL, int(special.sum()))
     return v
-
-
-def _reference(bag, n):
-    z, _ = zeros(n, LR())
-    pairs, _ = collect(bag, LR())
-    out, _ = scatter(z, pairs, LR())
-    return out
-
-
-def _chain(bag, n):
-    """Every pair added to its element one Python float at a time, in
-    collect's order (a BRows: its rows last first), from +0.0."""
-    out = [0.0] * n
-    for b, _ in leaves(bag):
-        if isinstance(b, BOne):
-            out[b.index] = out[b.index] + float(b.value)
-        elif isinstance(b, BArray):
-            vals = list(map(float, b.vals))
-            idx = range(len(vals)) if b.idx is None else list(map(int, b.idx))
-            for i, v in zip(idx, vals):
-                out[i] = out[i] + v
-    return np.array(out)
 
 
 def _tree(rng, parts):

@@ -17,7 +17,6 @@ from chad.arrays import cotangents as AC
 from chad.arrays.bag import BEMPTY, BArray, BPlus, dense_real, to_dense
 from chad.arrays.evaluate import element
 from chad.arrays.nested_support import RowsTuple
-from chad.linear import LR
 from chad.transform.common import D2
 from chad.types import ArrayT, Real
 

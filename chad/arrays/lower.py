@@ -25,7 +25,7 @@ from chad.compile.vectorise import (
     elem_kind, nesting, per_element_code, vectorise_loop,
 )
 from chad.linear import LR
-from chad.terms import Build, Fold, Fst, Index, Lam, Length, Let, MapA, Pair, Prim, Snd, Var
+from chad.terms import Build, Fold, Index, Lam, Length, Let, MapA, Pair
 from chad.types import ArrayT, Real
 
 from .bag import BEMPTY, BArray, as_bag, collect, dense_real, scatter, zeros
@@ -263,20 +263,12 @@ def batch_unzip_map(b: Batcher, t: UnzipMap) -> BVal:
     gen = b.gen
     n = b.sizes[a.axis]
     size = gen.atom(f"{gen.const(row_length, 'B')}({a.src}, {n})")
-    axis = b.open_loop(size)
-    try:
+
+    def var(axis):
         x = gen.atom(f"_vtake2({a.src}, {n}, {a.axis!r}, {size}, {axis!r}, {b.rank!r}{b.live()})")
-        saved = b.bind(t.name, BVal("num", x, {a.axis, axis}, elem="R"))
-        try:
-            body = b.value(t.body)
-        finally:
-            b.unbind(saved)
-    finally:
-        b.close_loop()
-    if not (isinstance(body, BVal) and body.kind == "tuple"):
-        raise NotBatchable("the body is not a pair of a value and a backpropagator")
-    return batch_unzip_pairs(BVal("pairs", dims=body.dims - {axis}, axis=axis, size=size,
-                                  inner=body))
+        return BVal("num", x, {a.axis, axis}, elem="R")
+
+    return _map_pairs(b, t, size, var)
 
 
 def _unzip_map_built(b: Batcher, t: UnzipMap, a: BVal) -> BVal:
@@ -287,9 +279,15 @@ def _unzip_map_built(b: Batcher, t: UnzipMap, a: BVal) -> BVal:
     if not (a.axis == len(b.sizes) and a.elem == "R"
             and (not isinstance(a.inner, BVal) or a.inner.kind == "num")):
         raise NotBatchable("a map over an array built at another depth")
-    axis = b.open_loop(a.size)
+    return _map_pairs(b, t, a.size, lambda axis: a.inner)
+
+
+def _map_pairs(b: Batcher, t: UnzipMap, size: str, var) -> BVal:
+    """The body of unzipMap t batched over a new loop of `size` elements, its
+    variable var(axis): the ys and backpropagators of its pairs."""
+    axis = b.open_loop(size)
     try:
-        saved = b.bind(t.name, a.inner)
+        saved = b.bind(t.name, var(axis))
         try:
             body = b.value(t.body)
         finally:
@@ -298,7 +296,7 @@ def _unzip_map_built(b: Batcher, t: UnzipMap, a: BVal) -> BVal:
         b.close_loop()
     if not (isinstance(body, BVal) and body.kind == "tuple"):
         raise NotBatchable("the body is not a pair of a value and a backpropagator")
-    return batch_unzip_pairs(BVal("pairs", dims=body.dims - {axis}, axis=axis, size=a.size,
+    return batch_unzip_pairs(BVal("pairs", dims=body.dims - {axis}, axis=axis, size=size,
                                   inner=body))
 
 

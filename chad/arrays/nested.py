@@ -339,6 +339,15 @@ class Exec(Batcher):
             finals = BVal("tuple", dims={0}, inner=(cell, finals))
         return BVal("tuple", dims={0}, inner=("None", finals))
 
+    def then(self, k: Lam, value) -> None:
+        """k's body run with its parameter bound to value (the continuation of
+        a bind)."""
+        saved = self.bind(k.name, value)
+        try:
+            self.run(k.body)
+        finally:
+            self.unbind(saved)
+
     def run(self, t) -> None:
         cls = type(t)
         if self.inner_run is not None and cls in (BindEVM, SequenceScoped, ScopeEVM):
@@ -467,11 +476,7 @@ class Exec(Batcher):
         else:
             fv = BVal("num", gen.atom(f"_np.reshape({final}, ({self.n},) + (1,) * "
                                       f"{self.rank - 1!r})"), {0}, elem="R")
-        saved = self.bind(k.name, BVal("pair", dims={0}, inner=(fv, None)))
-        try:
-            self.run(k.body)
-        finally:
-            self.unbind(saved)
+        self.then(k, BVal("pair", dims={0}, inner=(fv, None)))
 
     def untree(self, m: UnTree, k: Lam) -> None:
         """`unTree init d tree >>= \\lf -> k`, tree a fold by max (min) of every
@@ -490,11 +495,7 @@ class Exec(Batcher):
         gen = self.gen
         x = self.numbers(d) if isinstance(d, BVal) else d
         leaves = gen.atom(f"{gen.const(vuntree2, 'B')}({x}, {tree.inner}, {tree.size}, 1)")
-        saved = self.bind(k.name, BVal("num", leaves, {0, 1}, elem="R", size=tree.size))
-        try:
-            self.run(k.body)
-        finally:
-            self.unbind(saved)
+        self.then(k, BVal("num", leaves, {0, 1}, elem="R", size=tree.size))
 
     def inner_scope(self, m: ScopeEVM, k: Lam) -> None:
         """CHAD's let in an inner loop's backpropagator (`scope r m >>= \\p ->
@@ -520,11 +521,7 @@ class Exec(Batcher):
         gen.emit(f"{final} = {self.cells}.pop()")
         fv = BVal("num", gen.atom(f"{gen.const(final2, 'B')}({final}, {init}, {inner['shape']})"),
                   {0, 1}, elem="R")
-        saved = self.bind(k.name, BVal("pair", dims={0, 1}, inner=(fv, None)))
-        try:
-            self.run(k.body)
-        finally:
-            self.unbind(saved)
+        self.then(k, BVal("pair", dims={0, 1}, inner=(fv, None)))
 
     def inner_pair_scope(self, m: ScopeEVM, k: Lam) -> None:
         """CHAD's let of a pair of reals in an inner loop's backpropagator
@@ -552,11 +549,7 @@ class Exec(Batcher):
         parts = tuple(BVal("num", gen.atom(f"{final}[{j!r}]"), {0, 1}, elem="R", size=None)
                       for j in (0, 1))
         fv = BVal("tuple", dims={0, 1}, inner=parts)
-        saved = self.bind(k.name, BVal("pair", dims={0, 1}, inner=(fv, None)))
-        try:
-            self.run(k.body)
-        finally:
-            self.unbind(saved)
+        self.then(k, BVal("pair", dims={0, 1}, inner=(fv, None)))
 
     def add_pair(self, level: int, v: BVal) -> None:
         """An add of a pair of reals in an inner loop: to the innermost open
@@ -625,9 +618,5 @@ class Exec(Batcher):
         res = "None"
         for x in reversed(kept):
             res = BVal("tuple", dims={0, 1}, inner=(x, res))
-        saved = self.bind(k.name, res)
-        try:
-            self.run(k.body)
-        finally:
-            self.unbind(saved)
+        self.then(k, res)
 
