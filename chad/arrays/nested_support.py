@@ -192,8 +192,11 @@ def shared_adds(cells: list, level: int, items: list, n: int) -> None:
     if type(cells) is list and all(kind == "ones" for kind, _x, _idx in items):
         # one-hot adds of every element's inner elements: element 0's items in
         # order, then element 1's, ...: one chain, one BArray
-        vals = np.concatenate([x.reshape(n, -1) for _kind, x, _idx in items], axis=1)
-        idx = np.concatenate([ix.reshape(n, -1) for _kind, _x, ix in items], axis=1)
+        if len(items) == 1:
+            _kind, vals, idx = items[0]
+        else:
+            vals = np.concatenate([x.reshape(n, -1) for _kind, x, _idx in items], axis=1)
+            idx = np.concatenate([ix.reshape(n, -1) for _kind, _x, ix in items], axis=1)
         cells[level] = padd(ones_bag(idx, vals), cells[level])
         return
     if type(cells) is list and all(kind == "rows" and (idx is None or is_iota(idx))
@@ -367,8 +370,11 @@ def _ones_adds(cells: list, run, level: int, parts: list, shape: tuple) -> None:
     program order, j = 0 .. m-1; one item ("ones", vals, idx: n x m x K) of
     the outer element's adds, as vbagadd keeps them."""
     stacks = [p.stacked(shape) for p in parts]
-    idx = np.concatenate([i for i, _ in stacks], axis=2)
-    vals = np.concatenate([v for _, v in stacks], axis=2)
+    if len(stacks) == 1:
+        idx, vals = stacks[0]
+    else:
+        idx = np.concatenate([i for i, _ in stacks], axis=2)
+        vals = np.concatenate([v for _, v in stacks], axis=2)
     vbagadd(cells, level, run, shape[0], ("ones", vals, idx))
 
 

@@ -65,6 +65,15 @@ def vpowi(x, n):
     in the last bit (docs/compiler.md, "Vectorisation")."""
     x = np.asarray(x, dtype=np.float64)
     n = np.asarray(n)
+    if n.ndim == 0 and n.dtype != object:  # one exponent for all (`(y - p) ** 2`)
+        k = int(n)
+        with quiet():
+            if k == 2:  # |x| * |x|: numpy's power of |x| to 2.0 is its square
+                return np.square(x)
+            r = np.power(np.abs(x), float(k))
+            if k < 0:
+                r = np.where(x == 0.0, np.inf, r)
+            return np.copysign(r, x) if k % 2 == 1 else r
     if n.dtype == object:  # exact integers beyond int64 (viadd)
         ints = [int(v) for v in n.ravel()]
         e = np.array([_toreal(v) for v in ints], dtype=np.float64).reshape(n.shape)
