@@ -30,7 +30,7 @@ def _example(name: str) -> str:
         return fh.read()
 
 
-@pytest.mark.parametrize("n", list(range(2, 40)) + [64, 100, 257])
+@pytest.mark.parametrize("n", list(range(2, 40)) + [64, 100, 257, 1000, 1025, 4097])
 def test_the_levels_are_the_evaluators_tree(n):
     want, _ = reduce_balanced([str(i) for i in range(n)], lambda l, r: (f"({l} {r})", 0))
     vals = [str(i) for i in range(n)] + [None] * (n - 1)

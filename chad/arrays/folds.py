@@ -40,29 +40,36 @@ def reducer(name: str, body) -> str | None:
 @lru_cache(maxsize=16)
 def tree_levels(n: int) -> tuple:
     """The balanced tree over n >= 2 leaves as levels of combines: per height
-    1, 2, ..., the (ids, left, right) int64 arrays of its nodes. Leaves are
-    0 .. n-1, the combines n .. 2n-2 in the evaluator's order of evaluation,
-    the root last."""
-    levels: dict[int, list] = {}
-    counter = [n]
-
-    def node(lo: int, hi: int) -> tuple[int, int]:
-        if hi - lo == 1:
-            return lo, 0
+    1, 2, ..., the (ids, left, right) int64 arrays of its nodes (a node of
+    height h combines nodes of lower heights). Leaves are 0 .. n-1, the
+    combines n .. 2n-2, the root last (2n-2). Made top down, one depth of the
+    tree at a time with numpy (about log2(n) steps): a node over [lo, hi)
+    splits at mid = (lo + hi) // 2, as reduce_balanced; its height is
+    ceil(log2(hi - lo))."""
+    lo, hi = np.array([0], dtype=np.int64), np.array([n], dtype=np.int64)
+    ids = np.array([2 * n - 2], dtype=np.int64)
+    nxt = 2 * n - 3  # internal nodes numbered downwards from the root's
+    parts = []
+    while lo.size:
         mid = (lo + hi) // 2
-        left, hl = node(lo, mid)
-        right, hr = node(mid, hi)
-        me, counter[0] = counter[0], counter[0] + 1
-        height = max(hl, hr) + 1
-        levels.setdefault(height, []).append((me, left, right))
-        return me, height
-
-    node(0, n)  # recursion depth about log2(n)
-    out = []
-    for h in sorted(levels):
-        ids, left, right = (np.array(col, dtype=np.int64) for col in zip(*levels[h]))
-        out.append((ids, left, right))
-    return tuple(out)
+        inner_l, inner_r = mid - lo >= 2, hi - mid >= 2
+        need = np.stack([inner_l, inner_r], axis=1).reshape(-1)  # left, right, per node
+        made = np.full(need.shape, -1, dtype=np.int64)
+        count = int(need.sum())
+        made[need] = nxt - np.arange(count, dtype=np.int64)
+        nxt -= count
+        left = np.where(inner_l, made[0::2], lo)  # a leaf's id is its position
+        right = np.where(inner_r, made[1::2], mid)
+        height = np.frexp((hi - lo - 1).astype(np.float64))[1]  # ceil(log2(size)), size >= 2
+        parts.append((ids, left, right, height))
+        lo, hi, ids = (np.concatenate((lo[inner_l], mid[inner_r])),
+                       np.concatenate((mid[inner_l], hi[inner_r])),
+                       np.concatenate((made[0::2][inner_l], made[1::2][inner_r])))
+    ids, left, right, height = (np.concatenate(col) for col in zip(*parts))
+    order = np.argsort(height, kind="stable")
+    ids, left, right, height = ids[order], left[order], right[order], height[order]
+    cuts = np.flatnonzero(np.diff(height)) + 1
+    return tuple(zip(np.split(ids, cuts), np.split(left, cuts), np.split(right, cuts)))
 
 
 def vfold(x, n: int, axis: int, rank: int, combine, live: int = 1):
