@@ -192,11 +192,14 @@ def vtree2(x, n: int, axis: int, rank: int, is_max: bool, live: int = 1):
 def vuntree2(d, leaf, n: int, axis: int):
     """The leaf cotangents of every outer element's tree: d at its winning
     leaf, 0.0 at the others, along `axis` (n elements)."""
-    leaf = np.asarray(leaf)
-    d = np.broadcast_to(np.asarray(d, dtype=np.float64), leaf.shape)
-    shape = list(leaf.shape)
-    shape[axis] = n
+    leaf, d = np.asarray(leaf), np.asarray(d, dtype=np.float64)
+    both = np.broadcast_shapes(leaf.shape, d.shape)  # (a tree the outer loop does not change)
+    leaf, d = np.broadcast_to(leaf, both), np.broadcast_to(d, both)
+    shape = list(both)
+    shape[axis] = max(n, 0)  # (a negative size: a tree of no outer element, no leaf)
     out = np.zeros(shape)
+    if not out.size:
+        return out
     np.put_along_axis(out, leaf, d, axis=axis)
     return out
 

@@ -34,7 +34,7 @@ from chad.compile.vectorise import (
     nesting, per_element_code, quiet_body,
 )
 from chad.linear import LR
-from chad.compile.vector_support import Pass
+from chad.compile.vector_support import Pass, _sized
 from chad.terms import (
     AddEVM, Ann, App, BindEVM, Lam, Let, LPairZero, LUnit, Pair, Prim, PureEVM, RunEVM, ScopeEVM,
     ThenEVM, Unit,
@@ -591,7 +591,8 @@ class Exec(Batcher):
             else:
                 raise NotBatchable("an inner scope whose cell is not a real")
         first = gen.atom(f"len({self.cells})")
-        shape = gen.atom(f"({self.n}, {fns.size})")
+        # (a negative inner size where no outer element runs the loop: none)
+        shape = gen.atom(f"({self.n}, {gen.const(_sized, 'B')}({fns.size}, {self.n}))")
         gen.emit(f"{self.cells}.extend(({''.join(i + ', ' for i in inits)}))")
         levels: list = []
         record = [self.scopes, len(inits), levels, [], []]  # (its pair and bag adds: Nested)

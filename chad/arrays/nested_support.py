@@ -259,6 +259,7 @@ def vdense_bags(cell, n: int, m: int):
     ...; when every add is a whole row at the identity indices that is a few
     elementwise adds, else each element's bag is made dense on its own
     (bag.to_dense, the evaluator's scatter)."""
+    m = max(m, 0)  # (a negative size: only where no outer element runs the loop)
     if type(cell) is RowBags:
         items = cell.items
         if (cell.init is BEMPTY and items and all(
