@@ -16,6 +16,11 @@ def with an `if`), NaN and signed zeros included.
 The combine `p. body` is batched once, as a generated function of two arrays
 (p's components): it must read nothing but p (a closed combine over reals),
 and its body must batch elementwise (primitives, `if` as np.where, lets).
+
+In a derivative's nested loops (chad/arrays/nested.py), a fold by max or min
+is CHAD's fold tree: `vtree2` gives every outer element's value and winning
+leaf (the same tree's comparisons), `vuntree2` the leaves' cotangents of its
+unTree (see "fold trees" below).
 """
 
 from __future__ import annotations
