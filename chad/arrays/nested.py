@@ -23,6 +23,13 @@ with the evaluator's `plusv`; a cell shared by the outer elements gets their
 adds one after the other. The levels an inner loop adds to are checked to be
 its own cells when the pass starts (`Nested.ready`); if they are not, the
 per-element closures run, before anything changed.
+
+Over a row built in the body (docs/compiler.md, "Folds, maps and calls over a
+row built in the body"): a fold by max or min's tree (`untree`:
+chad/arrays/folds.py), an inlined call's `run` (its cells per outer element:
+`run_evm`; per element pair in the inner loop: `inner_run_evm`, one-hot adds
+kept as `PairOnes`), a let of a pair in the inner body (`inner_pair_scope`),
+and a case on a Bool the loops do not change (np.where: `_unswitched`).
 """
 
 from __future__ import annotations
