@@ -263,3 +263,28 @@ def test_an_array_of_comparisons_is_not_a_number_array():
         "# build: per-element loop (the elements are not numbers)"]
     for n in (0, 3, 6):
         assert chad.primal(text)(n, 2) == chad.primal(text, backend="interp")(n, 2)
+
+
+# --------------------------------------------------------------- a map over an inlined call
+
+
+def test_a_map_over_an_inlined_calls_result_is_vectorised():
+    """examples/mlp.chad: `map (\\a -> max(0.0, a)) (dense(w1, b1, x))`, the call
+    inlined as `let n = length x in build ...`, whose type the checker records
+    on the build (chad/arrays/lower.py `_type_of`)."""
+    with open(os.path.join(ROOT, "examples", "mlp.chad")) as fh:
+        text = fh.read()
+    comments = _comments(_source(text, "primal"))
+    assert comments and all("per-element" not in c for c in comments), comments
+    rng = np.random.default_rng(4)
+    for _ in range(5):
+        args = (rng.normal(size=3), rng.normal(size=12), rng.normal(size=4),
+                rng.normal(size=12), rng.normal(size=3), int(rng.integers(0, 3)))
+        args[1][::5] = 0.0  # ReLU at 0
+        agree(chad.primal(text)(*args), chad.primal(text, backend="interp")(*args),
+              exact=False)  # (exp, log: numpy's)
+    with pytest.raises(ChadError) as compiled:
+        chad.primal(text)(*args[:5], 7)  # z ! 7 of 3 classes: the interpreter's error
+    with pytest.raises(ChadError) as interp:
+        chad.primal(text, backend="interp")(*args[:5], 7)
+    assert str(compiled.value) == str(interp.value)

@@ -85,8 +85,17 @@ def _build(b: Batcher, t: Build, size: str) -> BVal:
     return _loop(b, t, size, t.name, lambda axis: BVal("idx", axis=axis, dims={axis}, elem="Z"))
 
 
+def _type_of(t):
+    """t's type as the checker recorded it, looking through lets (whose own
+    type a call's inlined body does not carry: `let n = length x in build
+    ...`)."""
+    while getattr(t, "ty", None) is None and type(t) is Let:
+        t = t.body
+    return getattr(t, "ty", None)
+
+
 def _map(b: Batcher, t: MapA, arr: str) -> BVal:
-    ty = getattr(t.arr, "ty", None)
+    ty = _type_of(t.arr)
     kind = elem_kind(ty.elem) if isinstance(ty, ArrayT) else None
     if kind is None:
         raise NotBatchable("map over an array whose elements are not numbers")
