@@ -143,8 +143,20 @@ def test_a_combine_reading_a_variable_of_the_program_stays_per_element():
 
 
 def test_a_map_over_an_array_built_at_another_depth_stays_per_element():
+    # r is built at depth 1 (the loop over j), the map runs at depth 2 (inside k)
+    text = ("def f(a : Array R) : Array R = build (length a) (\\i -> "
+            "let r = build 3 (\\j -> a ! i * toreal j) in "
+            "sum (build 2 (\\k -> sum (map (\\v -> v * toreal k) r))))")
+    assert "per-element" in _source(text)
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal(4)
+    agree(chad.primal(text)(a), chad.primal(text, backend="interp")(a), exact=True)
+
+
+def test_a_map_over_an_array_built_at_its_depth_is_vectorised():
     text = ("def f(a : Array R) : Array R = build (length a) (\\i -> "
             "sum (build 2 (\\k -> sum (map (\\v -> v * toreal k) (build 3 (\\j -> a ! i))))))")
+    assert "per-element" not in _source(text)
     rng = np.random.default_rng(5)
     a = rng.standard_normal(4)
     agree(chad.primal(text)(a), chad.primal(text, backend="interp")(a), exact=True)

@@ -498,10 +498,11 @@ def _add_at(out: np.ndarray, idx, vals) -> bool:
     range or a value is not a real (out then holds some of the adds, and the
     caller drops it)."""
     idx = np.asarray(idx)
-    if idx.dtype != np.int64:
-        if idx.dtype.kind not in "iu" or len(idx) == 0:
-            return len(idx) == 0
-        idx = idx.astype(np.int64)
+    if not len(idx):
+        return True
+    if idx.dtype.kind not in "iu":  # (Python ints beyond int64: object)
+        return False
+    idx = idx.astype(np.int64, copy=False)
     vals = np.asarray(vals)
     if vals.dtype != np.float64 or vals.shape != idx.shape or (len(idx) and idx.min() < 0):
         return False

@@ -24,7 +24,7 @@ from chad.compile.vectorise import (
     BVal, Batcher, NotBatchable, _real_literal, abandon, back_function_tree,
     elem_kind, nesting, per_element_code, vectorise_loop,
 )
-from chad.compile.vector_support import _sized
+from chad.compile.vector_support import loop_size
 from chad.linear import LR
 from chad.terms import Build, Fold, Index, Lam, Length, Let, MapA, Pair
 from chad.types import ArrayT, Real
@@ -409,7 +409,7 @@ def batch_barray(b: Batcher, t) -> BVal:
                 raise NotBatchable("a BArray at indices that are not an array of integers")
             n = b.sizes[0]  # (a negative size where no outer element runs the loop: none)
             idx = b.gen.atom(f"_np.broadcast_to({ix.inner.expr}, ({n}, "
-                             f"{b.gen.const(_sized, 'B')}({ix.size}, {n})))")
+                             f"{b.gen.const(loop_size, 'B')}({ix.size}, {n})))")
         else:
             idx = ix
     return BVal("barr", expr=v.expr, dims=v.dims, inner=idx, size=v.size)

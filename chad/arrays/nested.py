@@ -41,15 +41,15 @@ from chad.compile.vectorise import (
     nesting, per_element_code, quiet_body,
 )
 from chad.linear import LR
-from chad.compile.vector_support import Pass, _sized
+from chad.compile.vector_support import Pass, loop_size
 from chad.terms import (
     AddEVM, Ann, App, BindEVM, Lam, Let, LPairZero, LUnit, Pair, Prim, PureEVM, RunEVM, ScopeEVM,
     ThenEVM, Unit,
 )
 
 from .nested_support import (
-    Nested, PairOnes, RowBags, bag_cells, final2, flat, inner_adds, rows_of, vadd_in, vaddpair,
-    vbagadd,
+    LoopAdds, Nested, PairOnes, RowBags, bag_cells, final2, flat, inner_adds, rows_of, vadd_in,
+    vaddpair, vbagadd,
 )
 from .folds import vuntree2
 from .nodes import BEmptyT, SequenceScoped, UnTree
@@ -197,9 +197,18 @@ def back_function_nested(b: Batcher, lam: Lam):
         quiet_body(gen, body)
     b.pending.append(block)
     b.pending.extend(ex.pending)
-    loops = tuple((s, k, tuple(levels), tuple(pairs), tuple(bags))
-                  for s, k, levels, pairs, bags in ex.loops)
-    return name, atoms, Nested(loops, unit_result=not ex.pure_values)
+    return name, atoms, Nested(tuple(ex.loops), unit_result=not ex.pure_values)
+
+
+def _run_cells(env) -> list:
+    """The initial cells of `run m env`: the terms of the tuple env."""
+    cells = []
+    while type(env) is Pair:
+        cells.append(env.left)
+        env = env.right
+    if type(env) not in (LUnit, Unit):
+        raise NotBatchable("a run whose cells are not a tuple")
+    return cells
 
 
 class Exec(Batcher):
@@ -214,7 +223,7 @@ class Exec(Batcher):
         self.scopes = 0       # scopes of the outer element open here
         self.inner = None     # in an inner loop: its first cell, shape, adds (Exec.loop)
         self.inner_run = None  # in a run in an inner loop: its cells (Exec.inner_run_evm)
-        self.loops: list = []  # (scopes before it, its cells, the levels it adds to)
+        self.loops: list = []  # its inner loops' adds (LoopAdds)
         self.pure_values = False
 
     def index(self, axis: int) -> str:
@@ -242,22 +251,19 @@ class Exec(Batcher):
         gen = self.gen
         if self.inner_run is not None:
             raise NotBatchable("a run in a run")
-        kinds, made, e = [], [], t.env
-        while type(e) is Pair:
-            if type(e.left) is BEmptyT:
+        kinds, made = [], []
+        for it in _run_cells(t.env):
+            if type(it) is BEmptyT:
                 kinds.append("bag")
                 made.append(f"{gen.const(PairOnes, 'B')}()")
-            elif type(e.left) is LUnit:
+            elif type(it) is LUnit:
                 kinds.append("unit")
                 made.append("None")
-            elif _real_literal(e.left):  # a real parameter's cell: its adds' sum
+            elif _real_literal(it):  # a real parameter's cell: its adds' sum
                 kinds.append("real")
-                made.append(gen.atom(gen.value(e.left)))
+                made.append(gen.atom(gen.value(it)))
             else:
                 raise NotBatchable("a run in an inner loop whose cells are not bags or reals")
-            e = e.right
-        if type(e) not in (LUnit, Unit):
-            raise NotBatchable("a run whose cells are not a tuple")
         cells = gen.fresh("cells")
         gen.emit(f"{cells} = [{', '.join(made)}]")
         saved = (self.inner_run, self.pure_values)
@@ -273,7 +279,7 @@ class Exec(Batcher):
             x = gen.atom(f"{cells}[{j!r}]")
             if kinds[j] == "bag":
                 cell = BVal("ones", expr=x, dims={0, 1})
-            elif kinds[j] == "real":  # (never added to: its initial real for every pair)
+            elif kinds[j] == "real":  # (an array of the pairs' sums, or the initial real)
                 cell = BVal("num", gen.atom(f"_np.broadcast_to({x}, {self.inner['shape']})"),
                             {0, 1}, elem="R")
             else:
@@ -306,12 +312,7 @@ class Exec(Batcher):
         gen = self.gen
         if self.inner is not None:
             raise NotBatchable("a run in an inner loop")
-        inits, e = [], t.env
-        while type(e) is Pair:
-            inits.append(e.left)
-            e = e.right
-        if type(e) not in (LUnit, Unit):
-            raise NotBatchable("a run whose cells are not a tuple")
+        inits = _run_cells(t.env)
         vals = []
         for it in inits:
             if type(it) is BEmptyT:
@@ -330,11 +331,8 @@ class Exec(Batcher):
             if self.pure_values:
                 raise NotBatchable("a run whose action returns a value")
             # its inner loops add to the run's cells and their own only
-            for s, k, levels, pairs, bags in self.loops:
-                if any(lv >= len(inits) + s + k for lv in levels) or \
-                        any(lv != len(inits) + s + pos for pos, lv in pairs) or \
-                        any(lv >= len(inits) + s for lv in bags):
-                    raise NotBatchable("an inner loop of a run adding to a cell outside it")
+            if not Nested(tuple(self.loops)).ready(len(inits)):
+                raise NotBatchable("an inner loop of a run adding to a cell outside it")
         finally:
             self.cells, self.run_, self.scopes, self.loops, self.pure_values = saved
         finals: object = "None"
@@ -418,7 +416,7 @@ class Exec(Batcher):
         if self.inner is not None and isinstance(v, BVal) and v.kind == "ones":
             # an element pair's run's bag cell, to a cell that is not the inner
             # loop's own (checked when the pass starts: Nested.ready)
-            self.inner["record"][4].append(level)
+            self.inner["record"].bags.append(level)
             gen.emit(f"{self.inner['buf']}.setdefault({level!r}, []).append({v.expr})")
             return
         if self.inner is not None:
@@ -519,7 +517,7 @@ class Exec(Batcher):
         gen.emit(f"{self.cells}.append({init})")
         inner["open"] += 1
         record = inner["record"]  # the cells the loop may add to: its own and these
-        record[1] = max(record[1], inner["k0"] + inner["open"])
+        record.cells = max(record.cells, inner["k0"] + inner["open"])
         try:
             self.run(m.m)
         finally:
@@ -542,7 +540,7 @@ class Exec(Batcher):
         pos = inner["k0"] + inner["open"]
         inner["open"] += 1
         record = inner["record"]
-        record[1] = max(record[1], inner["k0"] + inner["open"])
+        record.cells = max(record.cells, inner["k0"] + inner["open"])
         inner["pairs"].append([pos, 0])  # (its position among the loop's cells, adds)
         try:
             self.run(m.m)
@@ -553,8 +551,7 @@ class Exec(Batcher):
             raise NotBatchable("a pair scope in an inner loop never added to")
         final = gen.fresh("v")
         gen.emit(f"{final} = {self.cells}.pop()")
-        parts = tuple(BVal("num", gen.atom(f"{final}[{j!r}]"), {0, 1}, elem="R", size=None)
-                      for j in (0, 1))
+        parts = tuple(BVal("num", gen.atom(f"{final}[{j!r}]"), {0, 1}, elem="R") for j in (0, 1))
         fv = BVal("tuple", dims={0, 1}, inner=parts)
         self.then(k, BVal("pair", dims={0, 1}, inner=(fv, None)))
 
@@ -571,7 +568,7 @@ class Exec(Batcher):
             parts.append(self.numbers(x) if isinstance(x, BVal) else x)
         top = inner["pairs"][-1]
         top[1] += 1
-        inner["record"][3].append((top[0], level))
+        inner["record"].pairs.append((top[0], level))
         gen.emit(f"{gen.const(vaddpair, 'B')}({self.cells}, {level!r}, {parts[0]}, {parts[1]}, "
                  f"{inner['shape']})")
 
@@ -599,13 +596,12 @@ class Exec(Batcher):
                 raise NotBatchable("an inner scope whose cell is not a real")
         first = gen.atom(f"len({self.cells})")
         # (a negative inner size where no outer element runs the loop: none)
-        shape = gen.atom(f"({self.n}, {gen.const(_sized, 'B')}({fns.size}, {self.n}))")
+        shape = gen.atom(f"({self.n}, {gen.const(loop_size, 'B')}({fns.size}, {self.n}))")
         gen.emit(f"{self.cells}.extend(({''.join(i + ', ' for i in inits)}))")
-        levels: list = []
-        record = [self.scopes, len(inits), levels, [], []]  # (its pair and bag adds: Nested)
+        record = LoopAdds(self.scopes, len(inits))
         self.loops.append(record)
         buf = gen.atom("{}", "b")  # its adds to cells not its own (nested_support.vadd_in)
-        self.inner = {"first": first, "shape": shape, "levels": levels, "buf": buf,
+        self.inner = {"first": first, "shape": shape, "levels": record.levels, "buf": buf,
                       "record": record, "k0": len(inits), "open": 0, "pairs": []}
         self.sizes.append(fns.size)  # the inner loop's index (a captured j), axis 1
         try:

@@ -113,11 +113,8 @@ class PairOnes:
         self.adds: list = []
 
     def add(self, idx, vals, shape: tuple) -> None:
-        idx = np.asarray(idx)
-        if idx.dtype != np.int64:
-            if idx.dtype.kind not in "iu" and idx.dtype != object:
-                raise TypeError("a one-hot add at an index that is not an integer")
-            idx = idx.astype(np.int64)  # (beyond int64: OverflowError, the per-element path)
+        # (the forward pass's reads checked these indices: within int64)
+        idx = np.asarray(idx).astype(np.int64, copy=False)
         self.adds.append((np.broadcast_to(idx, shape),
                           np.broadcast_to(np.asarray(vals, dtype=np.float64), shape)))
 
@@ -438,15 +435,36 @@ def _reach(rows_, n: int, cols) -> int:
     return shortest
 
 
+class LoopAdds:
+    """What an inner loop of a nested reverse pass adds to, recorded when its
+    code is made: opened after `scopes` scopes of the outer element, with
+    `cells` cells of its own; the absolute levels of its adds of reals
+    (`vadd_in`), of its adds of pairs as (position among its cells, level)
+    (`vaddpair`), and of its adds of bags of one-hot adds (PairOnes)."""
+
+    __slots__ = ("scopes", "cells", "levels", "pairs", "bags")
+
+    def __init__(self, scopes: int, cells: int) -> None:
+        self.scopes, self.cells = scopes, cells
+        self.levels: list = []
+        self.pairs: list = []
+        self.bags: list = []
+
+    def fits(self, depth: int) -> bool:
+        """At `depth` cells when the outer element's action starts: its adds
+        of reals go to cells that exist then (its own, the outer element's or
+        shared ones), of pairs to its own pair cell at that position, of bags
+        to cells that are not its own."""
+        first = depth + self.scopes
+        return (all(lv < first + self.cells for lv in self.levels)
+                and all(lv == first + pos for pos, lv in self.pairs)
+                and all(lv < first for lv in self.bags))
+
+
 class Nested:
     """What a nested batched backpropagator handles (vector_support.VecBack's
-    `nested`): bag scopes; its inner loops' adds, each (s, k, levels): a loop
-    opened after s scopes of the outer element, with k cells, adding at those
-    absolute levels, which must be cells that exist at the depth of the run
-    (its own, the outer element's or shared ones: `vadd_in`); and its adds
-    of pairs, each (pos, level): to the loop's pair cell at position pos
-    among its cells, which must be that level (`vaddpair`); and its adds of
-    bags (PairOnes), to cells that are not its own."""
+    `nested`): bag scopes; its inner loops' adds (LoopAdds), which must fit
+    the depth of the run."""
 
     __slots__ = ("loops", "unit_result")
 
@@ -458,7 +476,4 @@ class Nested:
         return isinstance(init, Bag)
 
     def ready(self, depth: int) -> bool:
-        return all(all(lv < depth + s + k for lv in levels)
-                   and all(lv == depth + s + pos for pos, lv in pairs)
-                   and all(lv < depth + s for lv in bags)
-                   for s, k, levels, pairs, bags in self.loops)
+        return all(loop.fits(depth) for loop in self.loops)

@@ -29,7 +29,7 @@ def _shape(rank: int, axis: int, n: int) -> tuple:
     return tuple(shape)
 
 
-def _sized(n: int, live) -> int:
+def loop_size(n: int, live) -> int:
     """The size n of a loop nested in loops of `live` elements: a negative n
     fails (the evaluator's error) only where an element runs the loop, and is
     no element (0) where none does."""
@@ -91,8 +91,8 @@ def vpowi(x, n):
 
 def vindex(n: int, axis: int, rank: int, live: int = 1):
     """The loop index of the loop at `axis` (0 .. n-1), as an Array Z on that
-    axis; `live`: the number of elements of the loops around it (_sized)."""
-    n = _sized(n, live)
+    axis; `live`: the number of elements of the loops around it (loop_size)."""
+    n = loop_size(n, live)
     if rank == 1:
         return iota(n)  # recorded: a build of it is an identity index array
     return np.arange(n, dtype=np.int64).reshape(_shape(rank, axis, n))
@@ -103,7 +103,7 @@ def vtake(a, n: int, axis: int, rank: int, live: int = 1):
     that axis (a view; an IndexError if a is shorter, as the evaluator's).
     `live`: the number of elements of the region's loops (0: no element runs,
     nothing is read, no error)."""
-    n = _sized(n, live)
+    n = loop_size(n, live)
     a = np.asarray(a)
     if not live:
         return np.zeros(_shape(rank, axis, n), dtype=a.dtype if a.dtype != object else None)
@@ -223,7 +223,7 @@ def vtake2(rows, n: int, axis: int, m: int, axis2: int, rank: int, live: int = 1
     """`rows ! i ! j` for i < n at `axis` and j < m at `axis2`: the rectangular
     block of an array of arrays, as one 2-D array on those two axes; `live` as
     vtake's (and with m = 0 no row is read)."""
-    n, m = _sized(n, live), _sized(m, live)
+    n, m = loop_size(n, live), loop_size(m, live)
     if not live or not m:
         return place(np.zeros((n, m)), n, axis, m, axis2, rank)
     if len(rows) < n:
@@ -266,7 +266,7 @@ def vsum(x, n: int, axis: int, rank: int, live: int = 1):
     or an axis whose elements are not adjacent in memory (a transposed block:
     `m ! i ! j` summed over i), it adds row by row, another order: the summed
     axis is made the contiguous last one first (a copy only then)."""
-    n = _sized(n, live)  # (live: the elements of the loops around it)
+    n = loop_size(n, live)  # (live: the elements of the loops around it)
     x = np.asarray(x, dtype=np.float64)
     if x.ndim < rank:
         x = x.reshape((1,) * (rank - x.ndim) + x.shape)

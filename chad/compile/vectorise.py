@@ -297,7 +297,7 @@ class Batcher:
         name = self._index.get(axis)
         if name is None:
             # (a loop inside others: its size need not be valid where they have
-            # no element, as the evaluator never runs it then: vector_support._sized)
+            # no element, as the evaluator never runs it then: vector_support.loop_size)
             live = f", {self.gen.atom(' * '.join(self.sizes[:axis]))}" if axis else ""
             name = self.gen.atom(f"_vindex({self.sizes[axis]}, {axis!r}, {self.rank!r}{live})")
             self._index[axis] = name
