@@ -41,6 +41,7 @@ from pathlib import Path
 import numpy as np
 
 import chad
+from chad.compile import kernels
 from chad.compile.memory import keep_freed_memory
 
 OUT = Path(__file__).resolve().parent / "out" / "vectorised.md"
@@ -573,7 +574,8 @@ def main(argv: list[str] | None = None) -> None:
               "chad sets glibc's malloc thresholds when it compiles its first function "
               "(chad/compile/memory.py; CHAD_MALLOC=system to leave them): every tool "
               f"timed here runs in the same process with that setting "
-              f"(set: {keep_freed_memory()})."]
+              f"(set: {keep_freed_memory()}). chad's loops in C (chad/compile/"
+              f"kernels.py; CHAD_NATIVE=0 for numpy's): {kernels.native()}."]
     print(f"memory: {mem}")
     OUT.parent.mkdir(exist_ok=True)
     OUT.write_text("\n".join(lines) + "\n")

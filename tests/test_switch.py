@@ -78,7 +78,7 @@ def _grads(text, args, ctg, **kw):
 def test_the_case_of_pairs_is_batched(name):
     src = _source(PROGRAMS[name])
     assert "vectorised (forward pass)" in src and "per-element loop" not in src, src
-    assert "_vaddm(" in src or "_np.where(" in src.split("def vb", 1)[1], src
+    assert "_vaddm(" in src or "_vselect(" in src.split("def vb", 1)[1], src
 
 
 def test_an_if_else_adding_to_the_same_cells_is_merged():
@@ -86,7 +86,7 @@ def test_an_if_else_adding_to_the_same_cells_is_merged():
     function adds np.where of the two values, no masked add."""
     src = _source(LEAKY)
     back = src.split("def vb", 1)[1]
-    assert "_vaddm(" not in back and back.count("_np.where(") == 2, back
+    assert "_vaddm(" not in back and back.count("_vselect(") == 2, back
     src = _source(RELU)  # one branch adds, the other does not: a masked add
     assert _source(RELU).split("def vb", 1)[1].count("_vaddm(") == 1, src
 

@@ -45,7 +45,7 @@ def _is_batched(text: str) -> bool:
     src = _source(text)
     # masked adds, or an if/else merged into adds of np.where (vectorise._merged)
     return "vectorised (forward pass)" in src and (
-        "_vaddm(" in src or "_np.where(" in src.split("def vb", 1)[-1])
+        "_vaddm(" in src or "_vselect(" in src.split("def vb", 1)[-1])
 
 
 def _grads(text, args, ctg=None, **kw):

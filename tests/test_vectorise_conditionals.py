@@ -58,7 +58,7 @@ def test_the_bodies_are_vectorised(text):
     src = _primal_source(text)
     assert re.search(r"# (build|map): vectorised", src), src
     assert "per-element loop" not in src, src
-    assert re.search(r"(_np\.where|_vwhere)\(", src), src
+    assert re.search(r"(_vselect|_vwhere)\(", src), src
 
 
 def _cases(rng):

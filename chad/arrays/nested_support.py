@@ -28,6 +28,7 @@ from chad.compile.vector_support import (
 )
 
 from chad.compile.ieee import quiet
+from chad.compile.kernels import rows
 from chad.linear import LR
 
 from .bag import BEMPTY, Bag, BArray, BRows, to_dense
@@ -337,7 +338,7 @@ def inner_adds(cells: list, run, buf: dict, shape: tuple) -> None:
     order: outer element i's are those of its inner elements j = 0 .. m-1, each
     element's in program order. To the outer element's own real cell (level >=
     run.base): the running sum of them from the cell's value, along each row
-    (np.cumsum: one addition after the other); to a shared cell: a part of the
+    (chad/compile/seqsum.py, rows: one addition after the other); to a shared cell: a part of the
     pass's adds to it (vector_support.Pass.flush sums them all, in order)."""
     n, m = shape
     if not n:  # no outer element: nothing was added
@@ -351,11 +352,8 @@ def inner_adds(cells: list, run, buf: dict, shape: tuple) -> None:
         seq = np.array(seq, dtype=np.float64).reshape(n, -1)  # row i: element i's adds
         if level >= run.base:
             cur = cells[level]
-            if cur is not None:
-                start = np.broadcast_to(np.asarray(cur, dtype=np.float64), (n,))
-                seq = np.concatenate((start[:, None], seq), axis=1)
-            if seq.shape[1]:
-                cells[level] = np.ascontiguousarray(np.cumsum(seq, axis=1)[:, -1])
+            if cur is not None or seq.shape[1]:
+                cells[level] = rows(seq, n, cur)
                 run.owned.add(level)
         elif seq.shape[1]:  # (an empty inner loop adds nothing)
             run.pending.setdefault(level, []).append((seq, True, None))

@@ -116,7 +116,7 @@ def _switch(b: Batcher, t: Case):
         # the branches' values (of one type) are reals: one of them is
         # batched (a real: forward_result), or a literal real
         raise NotBatchable("a case of values outside the loop")
-    expr = b.gen.atom(f"_np.where({c.expr}, {b.numbers(y1)}, {b.numbers(y2)})")
+    expr = b.gen.atom(f"_vselect({c.expr}, {b.numbers(y1)}, {b.numbers(y2)})")
     return BVal("num", expr, b.dims(y1, y2) | c.dims, elem="R", fresh=True), \
         ("case", c, left, right)
 

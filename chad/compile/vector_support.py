@@ -20,6 +20,7 @@ import numpy as np
 from chad.primitives import _toreal
 
 from .ieee import quiet
+from .kernels import running, select
 from .known import NO_NEG_ZERO, iota, is_iota, matrix_of
 
 
@@ -335,7 +336,8 @@ HELPERS = {"_np": np, "_quiet": quiet, "_vindex": vindex, "_vtake": vtake, "_vto
            "_vgather": vgather,
            "_vtake2": vtake2, "_vtake_numbers": vtake_numbers, "_vsum": vsum, "_vout": vout, "_vrows": vrows,
            "_f64": np.float64, "_i64": np.int64, "_ndarray": np.ndarray,
-           "_viadd": viadd, "_vimul": vimul, "_vineg": vineg, "_vwhere": vwhere}
+           "_viadd": viadd, "_vimul": vimul, "_vineg": vineg, "_vwhere": vwhere,
+           "_vselect": select}
 
 
 # ----------------------------------------------------------------- reverse passes
@@ -412,57 +414,26 @@ class Pass:
 
     def flush(self, cells: list) -> None:
         """Add the contributions to the shared cells. The evaluator runs element
-        0's adds, then element 1's, ...: row i of the stacked contributions is
-        element i's, in the order of its adds (a part of n x w values: w adds of
-        each element, an inner loop's, in their order), so the running sum
-        (np.cumsum, one addition after the other from the cell's value) gives
-        its result bit for bit."""
+        0's adds, then element 1's, ...: row i of each part is element i's
+        adds (w of them: an inner loop's, in their order), the parts in the
+        order of the adds, so the running sum (seqsum.running: one addition
+        after the other from the cell's value) gives its result bit for bit."""
         shared = getattr(cells, "fork_base", 0)  # a forked half's cells (parallel_support)
         for level, parts in self.pending.items():
-            if len(parts) == 1:
-                seq, owned, mask = parts[0]
-                seq = seq.reshape(-1)
-            else:  # a new array: owned
-                n = len(parts[0][0])  # the elements: every part has a row for each
-                rows = [p.reshape(n, -1) for p, _, _ in parts]
-                seq, owned = np.concatenate(rows, axis=1).ravel(), True
-                mask = None
-                if any(m is not None for _, _, m in parts):  # the adds each element made
-                    mask = np.concatenate([
-                        np.ones(r.shape, dtype=bool) if m is None
-                        else np.broadcast_to(np.reshape(m, (n, 1)), r.shape)
-                        for r, (_, _, m) in zip(rows, parts)], axis=1).ravel()
-            if mask is not None:  # a branch's adds: those of the elements that ran it
-                seq, owned = seq[mask], True
-            if not seq.size:  # no element added anything
-                continue
-            run = cumsum_in_place if owned else cumsum_from
+            spec = ([p for p, _, _ in parts], [m for _, _, m in parts], len(parts[0][0]))
             if level < shared:  # a cell of the forking thread: summed at the join
-                cells.defer(level, seq, run)
+                cells.defer(level, spec, sum_into)
             else:
-                cells[level] = run(seq, cells[level])
+                cells[level] = sum_into(spec, cells[level])
         for level, (add_all, items) in self.later.items():
             add_all(cells, level, items)
 
 
-def cumsum_from(seq, cur) -> float:
-    """The running sum of the array seq from the cell's value cur (None: from
-    seq's first element), one addition after the other: its last value."""
-    if cur is not None:
-        seq = np.concatenate((np.asarray([cur], dtype=np.float64), seq))
-    with quiet():
-        return float(np.cumsum(seq)[-1])
-
-
-def cumsum_in_place(seq, cur) -> float:
-    """cumsum_from for an array made for this sum alone: the running sum in
-    place, the cell's value added to the first element first (cur + s0, then
-    + s1, ...: the same additions)."""
-    with quiet():
-        if cur is not None:
-            seq[0] = cur + seq[0]
-        np.cumsum(seq, out=seq)
-        return float(seq[-1])
+def sum_into(spec: tuple, cur):
+    """A shared cell's value cur after a pass's adds to it, spec = (parts,
+    masks, n) (seqsum.running); cur itself when no element added anything."""
+    total = running(*spec, cur)
+    return cur if total is None else total
 
 
 def _operand(cells: list, level: int, v, n: int):
@@ -478,9 +449,9 @@ def _operand(cells: list, level: int, v, n: int):
 def vaddm(cells: list, level: int, run: Pass, v, n: int, mask) -> None:
     """`add level v` run by the elements where the bool array mask holds (a
     branch of a case: chad/compile/switch.py), the others adding nothing: an
-    element's own cell is added to where the mask holds (in place, numpy's
-    `where=`); for a shared cell the masked-out elements' values are dropped
-    when `Pass.flush` sums them (each element's adds, in order). Inside the
+    element's own cell is added to where the mask holds (kernels.select); for
+    a shared cell the masked-out elements' values are dropped when
+    `Pass.flush` sums them (each element's adds, in order). Inside the
     batched function's `quiet()` block, as vadd."""
     v, _whole = _operand(cells, level, v, n)
     if n == 0:
@@ -491,10 +462,9 @@ def vaddm(cells: list, level: int, run: Pass, v, n: int, mask) -> None:
     cur = cells[level]
     if cur is None:  # vseq runs such a pass element by element (VecBack.masked)
         raise RuntimeError(f"internal: a branch's add to cell {level}, which has no value")
-    if level in run.owned:
-        np.add(cur, v, out=cur, where=mask)
-        return
-    cells[level] = np.where(mask, v + cur, cur)  # cur: the initial real, or an array not made here
+    # cur: the initial real, an array not made here, or one this pass owns (a
+    # new array either way: `where=` in place branches on the mask as np.where)
+    cells[level] = select(mask, v + cur, cur)
     run.owned.add(level)
 
 

@@ -381,7 +381,7 @@ class Batcher:
         elem = kinds[0] if kinds else elem_kind(getattr(t, "ty", None))
         if elem not in ("R", "Z"):
             raise NotBatchable("a case whose result is not a number")
-        where = "_np.where" if elem == "R" else "_vwhere"  # Z: exact beyond int64
+        where = "_vselect" if elem == "R" else "_vwhere"  # Z: exact beyond int64
         expr = self.gen.atom(f"{where}({c}, {self.numbers(a)}, {self.numbers(b)})")
         return BVal("num", expr, self.dims(a, b) | self._dims_of(t.scrut), elem=elem,
                     fresh=True)
@@ -400,7 +400,7 @@ class Batcher:
                     raise NotBatchable("a case of pairs whose components are not reals")
                 if not isinstance(v, (BVal, str)):
                     raise NotBatchable("a case of pairs whose components are not reals")
-            expr = self.gen.atom(f"_np.where({c}, {self.numbers(x)}, {self.numbers(y)})")
+            expr = self.gen.atom(f"_vselect({c}, {self.numbers(x)}, {self.numbers(y)})")
             parts.append(BVal("num", expr, self.dims(x, y) | dims, elem="R", fresh=True))
         return BVal("tuple", dims=self.dims(*parts), inner=tuple(parts))
 
@@ -818,7 +818,7 @@ def _merged(b: Batcher, tree, arg, cells: str, base: str, mask: str | None) -> b
         right_at.setdefault(lv, []).append(k)
     for k, lv in enumerate(levels[0]):
         j = right_at[lv].pop(0)
-        v = gen.atom(f"_np.where({c}, {b.numbers(values[0][k])}, {b.numbers(values[1][j])})")
+        v = gen.atom(f"_vselect({c}, {b.numbers(values[0][k])}, {b.numbers(values[1][j])})")
         if mask is None:
             gen.emit(f"_vadd({cells}, {lv!r}, {base}, {v}, {b.sizes[0]}, True)")
         else:

@@ -1,0 +1,322 @@
+/* Loops numpy lacks, in C (chad/compile/kernels.py): running sums in the
+ * evaluator's order, and a select that does not branch.
+ *
+ * The reverse pass of a vectorised loop adds every element's contributions to
+ * a cell the elements share one after the other, element 0's first, each
+ * element's in program order (chad/compile/vector_support.py, Pass.flush):
+ * the sum is sequential, s = ((s + x0) + x1) + ..., and must be, to give the
+ * evaluator's value bit for bit. numpy has no sequential reduction but its
+ * running sum (np.cumsum), which stores every partial sum: about 3.4 ns per
+ * element on the development machine, where this loop, one IEEE addition per
+ * element and nothing stored, takes 0.9 ns. The additions are the same ones,
+ * in the same order: plain C doubles, no reassociation (the file is compiled
+ * without -ffast-math; see setup.py).
+ *
+ * np.where(c, a, b) of reals branches on every element: with a mask that
+ * follows no pattern (`if x > 0.0` over random data) a mispredicted branch
+ * costs about 3 ns an element on the development machine, 15 times the rest
+ * of the work. `select` takes each element's 64 bits from a or b with bit
+ * operations (the bits themselves, NaN payloads and signed zeros included).
+ *
+ * Arrays come in through the buffer protocol (numpy arrays and memoryviews;
+ * no numpy headers are needed to build this); the loops release the GIL, so
+ * the parallel runtime's threads run them side by side.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+/* One 1-D strided view of doubles (format "d") or of bools (format "?"). */
+typedef struct {
+    Py_buffer view;
+    const char *data;
+    Py_ssize_t len, stride;
+    int held;
+} vec;
+
+static void release(vec *v) {
+    if (v->held) {
+        PyBuffer_Release(&v->view);
+        v->held = 0;
+    }
+}
+
+static int get_vec(PyObject *obj, vec *v, char fmt, int writable) {
+    int flags = PyBUF_STRIDES | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0);
+    memset(v, 0, sizeof(*v));
+    if (PyObject_GetBuffer(obj, &v->view, flags) < 0)
+        return -1;
+    v->held = 1;
+    const char *f = v->view.format ? v->view.format : "B";
+    if (f[0] == '=' || f[0] == '<' || f[0] == '@')
+        f++;
+    Py_ssize_t size = fmt == 'd' ? (Py_ssize_t)sizeof(double) : 1;
+    if (v->view.ndim != 1 || f[0] != fmt || f[1] != '\0' || v->view.itemsize != size) {
+        PyErr_Format(PyExc_TypeError, "expected a 1-D array of format '%c'", fmt);
+        release(v);
+        return -1;
+    }
+    v->data = (const char *)v->view.buf;
+    v->len = v->view.shape[0];
+    v->stride = v->view.strides[0];
+    return 0;
+}
+
+#define AT(v, i) (*(const double *)((v).data + (i) * (v).stride))
+
+/* running(parts, masks, n, start) -> float or None
+ *
+ * parts: a tuple of 1-D arrays of doubles, part p holding n * w_p values (its
+ * w_p adds of element 0, then element 1's, ...); masks: a tuple as long, each
+ * None (every element added) or a 1-D bool array of n (the elements that ran
+ * the add); start: the cell's value, or None (the sum starts at the first
+ * value added). The value after element 0's adds (part 0's, then part 1's,
+ * ...), then element 1's, ...; None when no value was added (start too). */
+static PyObject *running(PyObject *self, PyObject *args) {
+    PyObject *parts, *masks, *start;
+    Py_ssize_t n;
+    if (!PyArg_ParseTuple(args, "O!O!nO", &PyTuple_Type, &parts, &PyTuple_Type, &masks, &n,
+                          &start))
+        return NULL;
+    Py_ssize_t k = PyTuple_GET_SIZE(parts);
+    if (PyTuple_GET_SIZE(masks) != k || n < 0) {
+        PyErr_SetString(PyExc_ValueError, "running: parts and masks differ in number");
+        return NULL;
+    }
+    double s = 0.0;
+    int have = 0, added = 0;
+    if (start != Py_None) {
+        s = PyFloat_AsDouble(start);
+        if (s == -1.0 && PyErr_Occurred())
+            return NULL;
+        have = 1;
+    }
+    vec *p = PyMem_Calloc(k ? k : 1, sizeof(vec));
+    vec *m = PyMem_Calloc(k ? k : 1, sizeof(vec));
+    Py_ssize_t *w = PyMem_Calloc(k ? k : 1, sizeof(Py_ssize_t));
+    PyObject *result = NULL;
+    if (!p || !m || !w) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t j = 0; j < k; j++) {
+        if (get_vec(PyTuple_GET_ITEM(parts, j), &p[j], 'd', 0) < 0)
+            goto done;
+        if (n == 0 ? p[j].len != 0 : p[j].len % n != 0) {
+            PyErr_SetString(PyExc_ValueError, "running: a part is not n rows");
+            goto done;
+        }
+        w[j] = n ? p[j].len / n : 0;
+        PyObject *mj = PyTuple_GET_ITEM(masks, j);
+        if (mj != Py_None) {
+            if (get_vec(mj, &m[j], '?', 0) < 0)
+                goto done;
+            if (m[j].len != n) {
+                PyErr_SetString(PyExc_ValueError, "running: a mask is not n long");
+                goto done;
+            }
+        }
+    }
+    Py_BEGIN_ALLOW_THREADS
+    if (k == 1 && !m[0].held && w[0] >= 1) {  /* one part, every element: one run */
+        Py_ssize_t len = p[0].len, i = 0;
+        added = len > 0;
+        if (!have && len) {
+            s = AT(p[0], 0);
+            have = 1;
+            i = 1;
+        }
+        if (p[0].stride == (Py_ssize_t)sizeof(double)) {
+            const double *a = (const double *)p[0].data;
+            for (; i < len; i++)
+                s = s + a[i];
+        } else {
+            for (; i < len; i++)
+                s = s + AT(p[0], i);
+        }
+    } else {
+        for (Py_ssize_t i = 0; i < n; i++) {
+            for (Py_ssize_t j = 0; j < k; j++) {
+                int keep = !m[j].held || *(const char *)(m[j].data + i * m[j].stride);
+                Py_ssize_t c = i * w[j], e = c + w[j];
+                if (!have && keep && c < e) {  /* the first value added */
+                    s = AT(p[j], c++);
+                    have = added = 1;
+                }
+                if (!have)
+                    continue;
+                added |= keep && c < e;
+                /* s + x where the element ran the add, else s: chosen by bits,
+                 * not by a branch the mask's pattern would mispredict */
+                uint64_t on = -(uint64_t)keep;
+                for (; c < e; c++) {
+                    double t = s + AT(p[j], c);
+                    uint64_t sb, tb;
+                    memcpy(&sb, &s, 8);
+                    memcpy(&tb, &t, 8);
+                    sb ^= (sb ^ tb) & on;
+                    memcpy(&s, &sb, 8);
+                }
+            }
+        }
+    }
+    Py_END_ALLOW_THREADS
+    if (added) {
+        result = PyFloat_FromDouble(s);
+    } else {
+        Py_INCREF(Py_None);
+        result = Py_None;
+    }
+done:
+    if (p && m) {
+        for (Py_ssize_t j = 0; j < k; j++) {
+            release(&p[j]);
+            release(&m[j]);
+        }
+    }
+    PyMem_Free(p);
+    PyMem_Free(m);
+    PyMem_Free(w);
+    return result;
+}
+
+/* rows(values, n, start, out) -> None
+ *
+ * values: a 1-D array of n * w doubles (row i: element i's w adds, in order);
+ * start: None or a 1-D array of n doubles (each row's cell value); out: a
+ * writable 1-D array of n doubles, given row i's sum: from start[i] (or from
+ * the row's first value), one addition after the other. w must be >= 1 when
+ * start is None. */
+static PyObject *rows(PyObject *self, PyObject *args) {
+    PyObject *values, *start, *out;
+    Py_ssize_t n;
+    if (!PyArg_ParseTuple(args, "OnOO", &values, &n, &start, &out))
+        return NULL;
+    vec a, st, o;
+    memset(&st, 0, sizeof(st));
+    if (get_vec(values, &a, 'd', 0) < 0)
+        return NULL;
+    if (get_vec(out, &o, 'd', 1) < 0) {
+        release(&a);
+        return NULL;
+    }
+    PyObject *result = NULL;
+    if (start != Py_None && get_vec(start, &st, 'd', 0) < 0)
+        goto done;
+    if (n < 0 || o.len != n || (st.held && st.len != n) || (n ? a.len % n : a.len) != 0) {
+        PyErr_SetString(PyExc_ValueError, "rows: the shapes do not match");
+        goto done;
+    }
+    Py_ssize_t w = n ? a.len / n : 0;
+    if (!st.held && w == 0 && n) {
+        PyErr_SetString(PyExc_ValueError, "rows: no value and no start");
+        goto done;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_ssize_t c = i * w, e = c + w;
+        double s;
+        if (st.held) {
+            s = AT(st, i);
+        } else {
+            s = AT(a, c);
+            c++;
+        }
+        for (; c < e; c++)
+            s = s + AT(a, c);
+        *(double *)((char *)o.data + i * o.stride) = s;
+    }
+    Py_END_ALLOW_THREADS
+    Py_INCREF(Py_None);
+    result = Py_None;
+done:
+    release(&a);
+    release(&o);
+    release(&st);
+    return result;
+}
+
+/* An operand of select: a 1-D array of doubles, or a Python float (read as n
+ * copies of it, from *k). */
+static int get_real(PyObject *obj, vec *v, double *k, Py_ssize_t n) {
+    if (PyFloat_CheckExact(obj)) {
+        memset(v, 0, sizeof(*v));
+        *k = PyFloat_AS_DOUBLE(obj);
+        v->data = (const char *)k;
+        v->len = n;
+        v->stride = 0;
+        return 0;
+    }
+    return get_vec(obj, v, 'd', 0);
+}
+
+/* select(mask, a, b, out) -> None
+ *
+ * out[i] = a[i] if mask[i] else b[i], bit for bit, for 1-D arrays of one
+ * length (a and b may be broadcast, stride 0, or Python floats); out
+ * contiguous and writable. */
+static PyObject *select_(PyObject *self, PyObject *args) {
+    PyObject *mo, *ao, *bo, *oo;
+    if (!PyArg_ParseTuple(args, "OOOO", &mo, &ao, &bo, &oo))
+        return NULL;
+    vec mk, a, b, o;
+    double ka = 0.0, kb = 0.0;
+    memset(&a, 0, sizeof(a));
+    memset(&b, 0, sizeof(b));
+    memset(&o, 0, sizeof(o));
+    PyObject *result = NULL;
+    if (get_vec(mo, &mk, '?', 0) < 0)
+        return NULL;
+    if (get_vec(oo, &o, 'd', 1) < 0 || get_real(ao, &a, &ka, o.len) < 0 ||
+        get_real(bo, &b, &kb, o.len) < 0)
+        goto done;
+    Py_ssize_t n = o.len;
+    if (mk.len != n || a.len != n || b.len != n || o.stride != (Py_ssize_t)sizeof(double)) {
+        PyErr_SetString(PyExc_ValueError, "select: the arrays differ in length");
+        goto done;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    uint64_t *out = (uint64_t *)o.data;
+    if (mk.stride == 1 && a.stride == 8 && b.stride == 8) {
+        const unsigned char *c = (const unsigned char *)mk.data;
+        const uint64_t *x = (const uint64_t *)a.data, *y = (const uint64_t *)b.data;
+        for (Py_ssize_t i = 0; i < n; i++)
+            out[i] = y[i] ^ ((x[i] ^ y[i]) & -(uint64_t)(c[i] != 0));
+    } else {
+        for (Py_ssize_t i = 0; i < n; i++) {
+            uint64_t x, y;
+            memcpy(&x, a.data + i * a.stride, 8);
+            memcpy(&y, b.data + i * b.stride, 8);
+            uint64_t on = -(uint64_t)(*(const unsigned char *)(mk.data + i * mk.stride) != 0);
+            out[i] = y ^ ((x ^ y) & on);
+        }
+    }
+    Py_END_ALLOW_THREADS
+    Py_INCREF(Py_None);
+    result = Py_None;
+done:
+    release(&mk);
+    release(&a);
+    release(&b);
+    release(&o);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"running", running, METH_VARARGS,
+     "running(parts, masks, n, start): the sequential sum of the parts' values, "
+     "element by element (None: nothing added)."},
+    {"rows", rows, METH_VARARGS,
+     "rows(values, n, start, out): each of the n rows' sequential sum, into out."},
+    {"select", select_, METH_VARARGS,
+     "select(mask, a, b, out): out[i] = a[i] if mask[i] else b[i], without branching."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_kernels",
+    "Loops numpy lacks, in C (chad/compile/kernels.py).", -1, methods,
+};
+
+PyMODINIT_FUNC PyInit__kernels(void) { return PyModule_Create(&module); }

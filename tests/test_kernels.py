@@ -1,0 +1,269 @@
+"""chad/compile/kernels.py: the running sums of a vectorised pass's adds to a
+cell, in the evaluator's order, by the C extension and by numpy's np.cumsum
+(its fallback), both against a plain Python loop of IEEE additions (the
+evaluator's own `plusv`, one add after the other); the branch-free select
+against np.where, bit for bit."""
+
+from __future__ import annotations
+
+import math
+import shutil
+import struct
+
+import numpy as np
+import pytest
+
+from chad.compile import kernels
+from chad.compile import kernels as seqsum  # (the running sums' tests)
+
+SPECIAL = [0.0, -0.0, 1.0, -1.0, 1e308, -1e308, 5e-324, -5e-324, math.inf, -math.inf,
+           math.nan, 2.0 ** 53, 1.0 + 2.0 ** -52, 0.1, -0.3]
+
+
+def _bits(x):
+    if x is None:
+        return None
+    if math.isnan(x):
+        return "nan"
+    return struct.pack("<d", x)
+
+
+def _loop(parts, masks, n, start):
+    """The evaluator's order: element i's adds, part by part, one after the other."""
+    s, have = start, start is not None
+    added = False
+    for i in range(n):
+        for p, m in zip(parts, masks):
+            if m is not None and not m[i]:
+                continue
+            w = len(p) // n
+            for x in p[i * w:(i + 1) * w]:
+                added = True
+                s = float(x) if not have else s + float(x)
+                have = True
+    return s if added else None
+
+
+def _values(rng, size, special: bool):
+    x = rng.normal(size=size) * rng.choice([1e-8, 1.0, 1e8], size=size)
+    if special and size:
+        k = rng.integers(0, size + 1)
+        x[rng.integers(0, size, size=k)] = rng.choice(SPECIAL, size=k)
+    return x
+
+
+@pytest.fixture(params=["native", "numpy"])
+def impl(request, monkeypatch):
+    if request.param == "native":
+        if not seqsum.native():
+            pytest.skip("the C extension is not built")
+    else:
+        monkeypatch.setattr(seqsum, "_native", None)
+    return request.param
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_running_is_the_sum_in_order(impl, seed):
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(0, 40))
+    k = int(rng.integers(1, 4))
+    parts, masks = [], []
+    for _ in range(k):
+        w = int(rng.integers(0, 4)) if n else 0
+        parts.append(_values(rng, n * w, special=seed % 3 == 0))
+        masks.append(None if rng.random() < 0.5 else rng.random(n) < 0.5)
+    start = None if seed % 2 else float(rng.choice(SPECIAL + [3.5]))
+    want = _loop(parts, masks, n, start)
+    assert _bits(seqsum.running(parts, masks, n, start)) == _bits(want)
+
+
+@pytest.mark.parametrize("start", [None, 0.0, -0.0, 2.5])
+def test_running_keeps_signed_zeros_and_its_first_value(impl, start):
+    """-0.0 alone sums to -0.0 from no start, to 0.0 from 0.0: the sum starts
+    at the first value added, not at a zero."""
+    got = seqsum.running([np.array([-0.0, -0.0])], [None], 2, start)
+    assert _bits(got) == _bits(_loop([[-0.0, -0.0]], [None], 2, start))
+
+
+def test_running_of_nothing_is_none(impl):
+    """No value added (no element, widths 0, all masked out): None, whatever the
+    start, so Pass.flush leaves the cell as it is."""
+    assert seqsum.running([np.zeros(0)], [None], 0, 1.5) is None
+    assert seqsum.running([np.zeros(0)], [None], 5, None) is None
+    assert seqsum.running([np.ones(3)], [np.zeros(3, dtype=bool)], 3, 2.0) is None
+
+
+def test_running_reads_strided_and_broadcast_parts(impl):
+    rng = np.random.default_rng(7)
+    base = _values(rng, 64, special=False)
+    views = [base[::2], base[::-1][:32], np.broadcast_to(np.float64(0.1), (32,)),
+             np.asfortranarray(base.reshape(8, 8)).T.reshape(-1)[:32]]
+    masks = [None, rng.random(32) < 0.5, None, np.broadcast_to(True, (32,))]
+    want = _loop([np.array(v) for v in views], masks, 32, 1.0)
+    assert _bits(seqsum.running(views, masks, 32, 1.0)) == _bits(want)
+
+
+def test_running_of_a_long_array_matches_cumsum(impl):
+    """The one-run fast path (one part, no mask) over 10^5 values."""
+    x = _values(np.random.default_rng(3), 10 ** 5, special=False)
+    assert _bits(seqsum.running([x], [None], len(x), None)) == _bits(float(np.cumsum(x)[-1]))
+    want = float(np.cumsum(np.concatenate(([0.25], x)))[-1])
+    assert _bits(seqsum.running([x], [None], len(x), 0.25)) == _bits(want)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_rows_are_each_rows_sum_in_order(impl, seed):
+    rng = np.random.default_rng(100 + seed)
+    n = int(rng.integers(0, 12))
+    w = int(rng.integers(0 if seed % 2 == 0 else 1, 6))
+    values = _values(rng, n * w, special=seed % 3 == 0)
+    start = None if seed % 2 else _values(rng, n, special=True)
+    got = seqsum.rows(values.reshape(n, w), n, start)
+    assert got.shape == (n,) and got.dtype == np.float64
+    for i in range(n):
+        s0 = None if start is None else float(start[i])
+        want = _loop([values[i * w:(i + 1) * w]], [None], 1, s0)
+        assert _bits(float(got[i])) == _bits(want if want is not None else s0)
+
+
+def test_rows_from_one_start_for_all(impl):
+    """A cell's common initial real (a Python float) starts every row."""
+    got = seqsum.rows(np.array([[1e16, 1.0], [-0.0, -0.0]]), 2, -0.0)
+    assert [_bits(float(x)) for x in got] == [_bits((-0.0 + 1e16) + 1.0), _bits(-0.0)]
+
+
+def test_the_extension_rejects_what_it_cannot_read():
+    if not seqsum.native():
+        pytest.skip("the C extension is not built")
+    native = seqsum._native
+    with pytest.raises(TypeError):
+        native.running((np.ones(3, dtype=np.float32),), (None,), 3, None)
+    with pytest.raises(TypeError):
+        native.running((np.ones((3, 1)),), (None,), 3, None)
+    with pytest.raises(ValueError):
+        native.running((np.ones(4),), (None,), 3, None)
+    with pytest.raises(ValueError):
+        native.running((np.ones(3),), (np.ones(2, dtype=bool),), 3, None)
+    with pytest.raises(ValueError):
+        native.rows(np.ones(4), 3, None, np.empty(3))
+    with pytest.raises(ValueError):
+        native.rows(np.ones(0), 3, None, np.empty(3))
+    with pytest.raises((TypeError, BufferError, ValueError)):
+        native.rows(np.ones(3), 3, None, np.broadcast_to(np.float64(0.0), (3,)))
+
+
+def test_the_extension_is_built_where_a_compiler_is():
+    """`pip install -e .` builds it (setup.py) on a machine with a C compiler:
+    a failed build must not go unnoticed (chad would run numpy's slower sums)."""
+    if not (shutil.which("cc") or shutil.which("gcc")):
+        pytest.skip("no C compiler here")
+    import os
+    if os.environ.get("CHAD_NATIVE", "").strip() == "0":
+        pytest.skip("CHAD_NATIVE=0")
+    assert seqsum.native()
+
+
+def _same_bits(x, y) -> bool:
+    x, y = np.asarray(x), np.asarray(y)
+    return x.shape == y.shape and x.dtype == y.dtype == np.float64 and \
+        np.array_equal(x.view(np.int64), y.view(np.int64))
+
+
+def _operands(rng, n):
+    """Every form a batched real takes: arrays, views, Python and numpy floats."""
+    base = _values(rng, 2 * n, special=True)
+    return [base[:n].copy(), base[::2].copy(), base[::2], base[::-1][:n],
+            np.broadcast_to(np.float64(-0.0), (n,)), -0.0, 1.5, math.nan, np.float64(2.0)]
+
+
+@pytest.mark.parametrize("n", [0, 1, 511, 512, 2000])
+def test_select_is_np_where_bit_for_bit(impl, n):
+    rng = np.random.default_rng(n)
+    ops = _operands(rng, n)
+    masks = [rng.random(n) < 0.5, np.ones(n, dtype=bool), np.zeros(n, dtype=bool),
+             (rng.random(2 * n) < 0.5)[::2]]
+    for c in masks:
+        for a in ops:
+            for b in ops[::3]:
+                assert _same_bits(kernels.select(c, a, b), np.where(c, a, b))
+
+
+@pytest.mark.parametrize("shape", [(40, 30), (3, 700), (2, 3, 200)])
+def test_select_of_blocks(impl, shape):
+    """A region of rank 2 or more: C-ordered blocks, and operands broadcast
+    along an axis (np.where then)."""
+    rng = np.random.default_rng(sum(shape))
+    c = rng.random(shape) < 0.5
+    a = _values(rng, math.prod(shape), special=True).reshape(shape)
+    row = _values(rng, shape[-1], special=True)
+    col = _values(rng, shape[0], special=False).reshape((shape[0],) + (1,) * (len(shape) - 1))
+    for x, y in [(a, -0.0), (0.25, a), (a, a[::-1].copy()), (a, row), (col, a),
+                 (np.asfortranarray(a), a), (a.reshape(shape)[..., ::-1], 1.0)]:
+        assert _same_bits(kernels.select(c, x, y), np.where(c, x, y))
+    assert _same_bits(kernels.select(np.asfortranarray(c), a, 1.0), np.where(c, a, 1.0))
+
+
+def test_select_leaves_other_types_to_np_where():
+    """Integers, object arrays and a Python bool: np.where's own result."""
+    c = np.arange(1000) % 3 == 0
+    ints = np.arange(1000)
+    assert np.array_equal(kernels.select(c, ints, -ints), np.where(c, ints, -ints))
+    assert kernels.select(c, ints, 0.5).dtype == np.where(c, ints, 0.5).dtype
+    assert _same_bits(kernels.select(True, np.ones(3), 0.0), np.where(True, np.ones(3), 0.0))
+
+
+def test_select_rejects_what_it_cannot_read():
+    if not kernels.native():
+        pytest.skip("the C extension is not built")
+    native = kernels._native
+    c, a = np.ones(4, dtype=bool), np.ones(4)
+    with pytest.raises(ValueError):
+        native.select(c, a, np.ones(3), np.empty(4))
+    with pytest.raises(ValueError):
+        native.select(c, a, a, np.empty(8)[::2])
+    with pytest.raises(TypeError):
+        native.select(c.astype(np.int8), a, a, np.empty(4))
+
+
+PROGRAMS = {
+    "leaky": ("def leaky(w : R, xs : Array R) : R = "
+              "sum (map (\\x -> if x > 0.0 then x * w else 0.01 * x * w) xs)",
+              lambda rng, n: (0.7, rng.normal(size=n))),
+    "lse": ("def lse(a : Array R) : R = let m = fold (\\p -> max(fst p, snd p)) a in "
+            "log (sum (map (\\x -> exp (x - m)) a)) + m", lambda rng, n: (rng.normal(size=n),)),
+    "closure": ("def weighted(w : R, xs : Array R) : R = "
+                "let f = \\(x : R) -> tanh (w * x) * x in sum (map f xs)",
+                lambda rng, n: (0.3, rng.normal(size=n))),
+    "clamp": ("def clamp(w : R, xs : Array R) : R = sum (map (\\x -> "
+              "if x > w then w else if x < 0.0 - w then 0.0 - w else x * w) xs)",
+              lambda rng, n: (0.5, rng.normal(size=n))),
+}
+
+
+@pytest.mark.parametrize("name", sorted(PROGRAMS))
+def test_compiled_gradients_are_the_same_with_either_loops(name, monkeypatch):
+    """The compiled gradient with the C loops and with numpy's, bit for bit, at
+    sizes where the C select runs, on data with signed zeros and NaN."""
+    import chad
+    if not kernels.native():
+        pytest.skip("the C extension is not built")
+    text, make = PROGRAMS[name]
+    rng = np.random.default_rng(len(name))
+    g = chad.grad(text)
+    for n in (SELECT_N, 3 * SELECT_N + 1):
+        args = make(rng, n)
+        xs = args[-1]
+        xs[::7] = -0.0
+        if name != "lse":
+            xs[5] = math.nan
+        native = g(*args)
+        monkeypatch.setattr(kernels, "_native", None)
+        fallback = g(*args)
+        monkeypatch.undo()
+        assert _bits(native[0]) == _bits(fallback[0])
+        for a, b in zip(native[1], fallback[1]):
+            a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+            assert a.shape == b.shape and a.tobytes() == b.tobytes()
+
+
+SELECT_N = kernels.SELECT_MIN
