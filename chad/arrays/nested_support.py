@@ -133,8 +133,9 @@ def ones_bag(idx, vals):
     them (the last first), one BArray (or BEmpty for none)."""
     if not idx.size:
         return BEMPTY
-    return BArray(np.ascontiguousarray(vals.reshape(-1)[::-1]),
-                  np.ascontiguousarray(idx.reshape(-1)[::-1]))
+    # reversed views (a bag's arrays are never changed in place; the scatter
+    # reads any strides)
+    return BArray(vals.reshape(-1)[::-1], idx.reshape(-1)[::-1])
 
 
 def item_bag(item, i: int):
@@ -213,16 +214,24 @@ def shared_adds(cells: list, level: int, items: list, n: int) -> None:
         widths = {x.shape[1] for _kind, x, _idx in items}
         if len(widths) == 1:
             m = widths.pop()
-            vals = np.stack([x for _kind, x, _idx in items], axis=1).reshape(-1, m)
-            idx = np.stack([_indices(ix, n, m) for _kind, _x, ix in items], axis=1)
-            idx = idx.reshape(-1, m)
-            cells[level] = padd(BArray(np.ascontiguousarray(vals[::-1]).reshape(-1),
-                                       np.ascontiguousarray(idx[::-1]).reshape(-1)),
-                                cells[level])
+            vals = _last_first([x for _kind, x, _idx in items], n, m, np.float64)
+            idx = _last_first([_indices(ix, n, m) for _kind, _x, ix in items], n, m, np.int64)
+            cells[level] = padd(BArray(vals, idx), cells[level])
             return
     for i in range(n):
         for item in items:
             cells[level] = padd(item_bag(item, i), cells[level])
+
+
+def _last_first(parts: list, n: int, m: int, dtype):
+    """The rows of a chain of adds, last add first: element i's parts (n x m
+    each) in order, for i = 0 .. n-1, is the chain; its rows reversed, each
+    row's m values in order, flat, copied once."""
+    out = np.empty((n, len(parts), m), dtype=dtype)
+    back = out[::-1, ::-1]  # row (i, p) of the chain at the reversed place
+    for p, x in enumerate(parts):
+        back[:, p] = x
+    return out.reshape(-1)
 
 
 def _indices(idx, n: int, m: int):

@@ -166,6 +166,8 @@ def _ibound(x) -> int:
     if isinstance(x, np.ndarray):
         if not x.size:
             return 0
+        if is_iota(x):  # 0 .. n-1 (a loop's index): no pass over it
+            return len(x) - 1
         return max(abs(int(x.max())), abs(int(x.min())))
     return abs(int(x))
 
