@@ -267,3 +267,12 @@ def test_compiled_gradients_are_the_same_with_either_loops(name, monkeypatch):
 
 
 SELECT_N = kernels.SELECT_MIN
+
+
+@pytest.mark.parametrize("flag", [True, False])
+def test_running_reads_one_bool_as_every_elements_mask(impl, flag):
+    """A branch on a Bool the loop does not change masks every element alike."""
+    x = np.array([1e16, 1.0, -1e16, 1.0])
+    got = seqsum.running([x], [np.bool_(flag)], 4, 0.5)
+    want = _loop([x], [[flag] * 4], 4, 0.5)
+    assert _bits(got) == _bits(want)

@@ -118,8 +118,13 @@ static PyObject *running(PyObject *self, PyObject *args) {
             }
         }
     }
+    Py_ssize_t width = 0;  /* the values of an element (no loop over n if none) */
+    for (Py_ssize_t j = 0; j < k; j++)
+        width += w[j];
     Py_BEGIN_ALLOW_THREADS
-    if (k == 1 && !m[0].held && w[0] >= 1) {  /* one part, every element: one run */
+    if (width == 0) {
+        /* nothing to add */
+    } else if (k == 1 && !m[0].held) {  /* one part, every element: one run */
         Py_ssize_t len = p[0].len, i = 0;
         added = len > 0;
         if (!have && len) {

@@ -58,15 +58,25 @@ def running(parts: list, masks: list, n: int, start):
     or None when no value was added (whatever start). parts[p] holds n x w_p values, element by
     element; masks[p] None or a bool array of n."""
     parts = [_flat(p) for p in parts]
-    masks = [None if m is None else np.asarray(m, dtype=bool).reshape(-1) for m in masks]
+    masks = [None if m is None else _mask(m, n) for m in masks]
     if _native is not None:
         return _native.running(tuple(parts), tuple(masks), n, None if start is None
                                else float(start))
     return _numpy_running(parts, masks, n, start)
 
 
+def _mask(m, n: int) -> np.ndarray:
+    """A mask as a 1-D bool array of n (one bool: for every element)."""
+    m = np.asarray(m, dtype=bool)
+    if m.size == 1 and n != 1:
+        return np.broadcast_to(m.reshape(()), (n,))
+    return m.reshape(-1)
+
+
 def _numpy_running(parts: list, masks: list, n: int, start):
-    if not n:
+    if any(p.size % n if n else p.size for p in parts):
+        raise ValueError("running: a part is not n rows")
+    if not n or not parts:
         return None
     if len(parts) == 1 and masks[0] is None:
         seq = parts[0]
@@ -100,6 +110,8 @@ def rows(values, n: int, start) -> np.ndarray:
         out = np.empty(n, dtype=_F64)
         _native.rows(values, n, start, out)
         return out
+    if not n:
+        return np.zeros(0)
     seq = values.reshape(n, w)
     if start is not None:
         seq = np.concatenate((start[:, None], seq), axis=1)
