@@ -13,8 +13,14 @@ keep freed blocks in their own caching allocators; numpy leaves it to malloc.
 `keep_freed_memory()` sets glibc's mmap threshold to 32 MiB (its upper limit:
 arrays of up to 4 million reals come from the heap) and its trim threshold to
 256 MiB (up to that much freed memory stays with the process for the next
-call). It is called once, when the first function is compiled; it affects the
-whole process, numpy's other users included. The environment variable
+call), and lets threads share the one heap (M_ARENA_MAX 1): a thread of its own
+would get an arena of its own, whose freed blocks go back to the system by
+rules of their own, and the parallel runtime's threads (docs/runtimes.md) then
+fault their arrays' pages in afresh at every call (the two-branch benchmark's
+parallel gradient at n = 10^6: a median of 66 ms against 28 ms with one arena,
+its fastest call 27 ms either way; benchmarks/bench_parallel.py). It is called
+once, when the first function is compiled, before the parallel runtime starts
+a thread; it affects the whole process, numpy's other users included. The environment variable
 CHAD_MALLOC=system leaves malloc as it is. Elsewhere than glibc it does nothing.
 """
 
@@ -27,6 +33,7 @@ import threading
 
 M_TRIM_THRESHOLD = -1
 M_MMAP_THRESHOLD = -3
+M_ARENA_MAX = -8
 MMAP_THRESHOLD = 32 << 20
 TRIM_THRESHOLD = 256 << 20
 
@@ -55,4 +62,5 @@ def _set() -> bool:
     mallopt.argtypes = (ctypes.c_int, ctypes.c_int)
     mallopt.restype = ctypes.c_int
     ok = mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD) == 1
+    ok = mallopt(M_ARENA_MAX, 1) == 1 and ok
     return mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD) == 1 and ok
