@@ -276,3 +276,53 @@ def test_running_reads_one_bool_as_every_elements_mask(impl, flag):
     got = seqsum.running([x], [np.bool_(flag)], 4, 0.5)
     want = _loop([x], [[flag] * 4], 4, 0.5)
     assert _bits(got) == _bits(want)
+
+
+@pytest.mark.parametrize("n", [3, 512, 1500])
+def test_select_ints_is_np_where(impl, n):
+    """Integer ifs (a clamp's `if i < 0 then 0 else i`): int64 arrays and
+    Python ints within int64, bit for bit and dtype; anything else np.where's."""
+    rng = np.random.default_rng(n)
+    ints = rng.integers(-2 ** 63, 2 ** 63 - 1, size=n, dtype=np.int64, endpoint=True)
+    ints[:3] = [-2 ** 63, 2 ** 63 - 1, 0]
+    ops = [ints, np.arange(n, dtype=np.int64), 0, -1, 2 ** 63 - 1, -2 ** 63, ints[::-1].copy()]
+    for c in (rng.random(n) < 0.5, np.zeros(n, dtype=bool), np.arange(n) < 1):
+        for a in ops:
+            for b in ops:
+                got, want = kernels.select_ints(c, a, b), np.where(c, a, b)
+                assert got.dtype == want.dtype and np.array_equal(got, want)
+    c = rng.random(n) < 0.5
+    for a, b in [(ints, 0.5), (ints.astype(object), 1), (ints, 2 ** 64), (ints[::2], 1)]:
+        assert _outcome(kernels.select_ints, c, a, b) == _outcome(np.where, c, a, b)
+
+
+def _outcome(f, *args):
+    """f's result (dtype and values) or the type of what it raised."""
+    try:
+        r = f(*args)
+    except Exception as e:  # (np.where's own error: the same one)
+        return type(e)
+    return r.dtype, r.tolist()
+
+
+def test_the_stencils_integer_ifs_take_the_c_select(monkeypatch):
+    """examples/stencil.chad's clamps (`_vwhere` on Z) run the C select at
+    sizes where it is chosen, and the gradient is the same with numpy's."""
+    import chad
+    from pathlib import Path
+    if not kernels.native():
+        pytest.skip("the C extension is not built")
+    calls = []
+    real = kernels._native.select
+    monkeypatch.setattr(kernels, "_native", type("Spy", (), {
+        "select": staticmethod(lambda *a: (calls.append(1), real(*a))[1]),
+        "running": staticmethod(kernels._native.running), "rows": staticmethod(kernels._native.rows)}))
+    text = (Path(__file__).resolve().parent.parent / "examples" / "stencil.chad").read_text()
+    g = chad.grad(text)
+    a = np.random.default_rng(5).normal(size=4000)
+    native = g(a)
+    assert calls
+    monkeypatch.setattr(kernels, "_native", None)
+    fallback = g(a)
+    assert _bits(native[0]) == _bits(fallback[0])
+    assert np.asarray(native[1][0]).tobytes() == np.asarray(fallback[1][0]).tobytes()

@@ -283,11 +283,19 @@ static PyObject *select_(PyObject *self, PyObject *args) {
     }
     Py_BEGIN_ALLOW_THREADS
     uint64_t *out = (uint64_t *)o.data;
+    const unsigned char *c = (const unsigned char *)mk.data;
+    const uint64_t *x = (const uint64_t *)a.data, *y = (const uint64_t *)b.data;
     if (mk.stride == 1 && a.stride == 8 && b.stride == 8) {
-        const unsigned char *c = (const unsigned char *)mk.data;
-        const uint64_t *x = (const uint64_t *)a.data, *y = (const uint64_t *)b.data;
         for (Py_ssize_t i = 0; i < n; i++)
             out[i] = y[i] ^ ((x[i] ^ y[i]) & -(uint64_t)(c[i] != 0));
+    } else if (mk.stride == 1 && a.stride == 0 && b.stride == 8) {  /* one a for all */
+        uint64_t x0 = x[0];
+        for (Py_ssize_t i = 0; i < n; i++)
+            out[i] = y[i] ^ ((x0 ^ y[i]) & -(uint64_t)(c[i] != 0));
+    } else if (mk.stride == 1 && a.stride == 8 && b.stride == 0) {  /* one b for all */
+        uint64_t y0 = y[0];
+        for (Py_ssize_t i = 0; i < n; i++)
+            out[i] = y0 ^ ((x[i] ^ y0) & -(uint64_t)(c[i] != 0));
     } else {
         for (Py_ssize_t i = 0; i < n; i++) {
             uint64_t x, y;

@@ -182,3 +182,31 @@ def _real_operand(x):
     if type(x) is np.ndarray and x.dtype == _F64:
         return x
     return None
+
+
+_I64 = np.dtype(np.int64)
+
+
+def select_ints(c, a, b):
+    """np.where(c, a, b) for a bool array c and int64 integers a, b (int64
+    arrays, or Python ints within int64), bit for bit: the C select on their
+    64 bits (read as float64, never computed with); else np.where."""
+    if _native is None or type(c) is not np.ndarray or c.dtype != np.bool_ \
+            or c.ndim != 1 or c.size < SELECT_MIN:
+        return np.where(c, a, b)
+    x, y = _int_bits(a, c.shape), _int_bits(b, c.shape)
+    if x is None or y is None:
+        return np.where(c, a, b)
+    out = np.empty(c.shape, dtype=_I64)
+    _native.select(c, x, y, out.view(_F64))
+    return out
+
+
+def _int_bits(x, shape: tuple):
+    """x's 64 bits as a 1-D float64 array of `shape` (a view; an int as a
+    broadcast of one), or None (np.where decides)."""
+    if type(x) is np.ndarray:
+        return x.view(_F64) if x.dtype == _I64 and x.shape == shape else None
+    if type(x) is int and -2 ** 63 <= x < 2 ** 63:
+        return np.broadcast_to(np.array(x, dtype=_I64).view(_F64), shape)
+    return None

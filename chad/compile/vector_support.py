@@ -20,7 +20,7 @@ import numpy as np
 from chad.primitives import _toreal
 
 from .ieee import quiet
-from .kernels import running, select
+from .kernels import running, select, select_ints
 from .known import NO_NEG_ZERO, iota, is_iota, matrix_of
 
 
@@ -195,7 +195,7 @@ def vwhere(c, a, b):
     integers fit int64; else on Python ints (np.where turns a Python int
     between 2**63 and 2**64 into uint64, without an error, and raises beyond)."""
     if _fits(a) and _fits(b):
-        return np.where(c, a, b)
+        return select_ints(c, a, b)  # (np.where but for int64 operands: kernels.py)
     return np.where(c, _objects(a), _objects(b))
 
 
