@@ -19,8 +19,12 @@ rules of their own, and the parallel runtime's threads (docs/runtimes.md) then
 fault their arrays' pages in afresh at every call (the two-branch benchmark's
 parallel gradient at n = 10^6: a median of 66 ms against 28 ms with one arena,
 its fastest call 27 ms either way; benchmarks/bench_parallel.py). It is called
-once, when the first function is compiled, before the parallel runtime starts
-a thread; it affects the whole process, numpy's other users included. The environment variable
+once, when the first function is compiled or chad first starts a thread of its
+own (chad/deep.py: the interpreter's deep-recursion thread, the parallel
+runtimes' pools), whichever comes first: glibc gives a new thread an arena
+that an earlier thread left behind whatever the limit, so the limit must be
+set before chad's first thread. It affects the whole process, numpy's other
+users included; threads the program started before keep their arenas. The environment variable
 CHAD_MALLOC=system leaves malloc as it is. Elsewhere than glibc it does nothing.
 """
 
