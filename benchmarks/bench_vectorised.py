@@ -42,7 +42,7 @@ import numpy as np
 
 import chad
 from chad.compile import kernels
-from chad.compile.memory import keep_freed_memory
+from chad.memory import keep_freed_memory
 
 OUT = Path(__file__).resolve().parent / "out" / "vectorised.md"
 ROUNDS = 7
@@ -572,7 +572,7 @@ def main(argv: list[str] | None = None) -> None:
               f"(tracemalloc), as a multiple of the inputs' own size: chad "
               f"{mem['chad']:.2f}, numpy VJP {mem['numpy']:.2f} (goal: chad at most 3).", "",
               "chad sets glibc's malloc thresholds when it compiles its first function "
-              "(chad/compile/memory.py; CHAD_MALLOC=system to leave them): every tool "
+              "(chad/memory.py; CHAD_MALLOC=system to leave them): every tool "
               f"timed here runs in the same process with that setting "
               f"(set: {keep_freed_memory()}). chad's loops in C (chad/compile/"
               f"kernels.py; CHAD_NATIVE=0 for numpy's): {kernels.native()}."]

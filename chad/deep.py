@@ -46,7 +46,7 @@ import sys
 import threading
 from typing import Callable, Iterator, TypeVar
 
-from chad.compile.memory import keep_freed_memory
+from chad.memory import keep_freed_memory
 
 T = TypeVar("T")
 
@@ -144,7 +144,7 @@ def thread_stack_size(nbytes: int) -> Iterator[None]:
     the caller's value again afterwards. Serialised by a lock, so concurrent
     users cannot restore each other's value (keep the block short: start the
     threads and leave)."""
-    keep_freed_memory()  # before chad's first thread: one malloc arena (chad/compile/memory.py)
+    keep_freed_memory()  # before chad's first thread: one malloc arena (chad/memory.py)
     with _stack_lock:
         old = threading.stack_size(nbytes)
         try:

@@ -4,7 +4,7 @@
 arrays without a scatter by index (chad/arrays/bag.py dense_real), per-element
 cells that start as one real and are added to in place (vector_support.vadd,
 vseq), the shared cells' running sums in place (Pass.flush), inputs used
-without a copy by `grad`, and the allocator's thresholds (chad/compile/memory.py).
+without a copy by `grad`, and the allocator's thresholds (chad/memory.py).
 
 Every fast path is checked against the general path it replaces, bit for bit,
 on values that include -0.0, the infinities and NaN; and the compiled gradients
@@ -288,7 +288,7 @@ def _memory_setting(env_value):
     env.pop("CHAD_MALLOC", None)
     if env_value is not None:
         env["CHAD_MALLOC"] = env_value
-    code = ("import chad.compile.memory as m; print(m.keep_freed_memory(), "
+    code = ("import chad.memory as m; print(m.keep_freed_memory(), "
             "m.keep_freed_memory())")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          env=env, cwd=ROOT, check=True)

@@ -1,7 +1,7 @@
 """Review of 4f6e026 (fewer copies in nested reverse passes: `ones_bag` keeps
 reversed views, `shared_adds` writes rows at their own indices once with
 `_last_first`, `_ibound` of an iota is its length) and 85afc87 (malloc: one
-arena for all threads, M_ARENA_MAX 1 in chad/compile/memory.py).
+arena for all threads, M_ARENA_MAX 1 in chad/memory.py).
 
 Checked:
 
@@ -27,7 +27,6 @@ The `test_fails_*` tests show a real disagreement."""
 from __future__ import annotations
 
 import copy
-import math
 import os
 import random
 import re
@@ -47,7 +46,7 @@ from chad.arrays.bag import (
 from chad.arrays.nested_support import (
     RowBags, _indices, _last_first, ones_bag, shared_adds, vdense_bags,
 )
-from chad.compile import memory
+from chad import memory
 from chad.compile.known import NO_NEG_ZERO, iota
 from chad.compile.support import padd
 from chad.compile.vector_support import _ibound

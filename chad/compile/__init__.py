@@ -13,7 +13,6 @@
     vector_support.py, parallel_support.py  what vectorised / forking code calls
     known.py     facts about arrays known by construction (identity indices, no -0.0)
     ieee.py      numpy without floating-point warnings, cheaply
-    memory.py    glibc malloc keeping freed memory for the next call
     convert.py   arguments in, gradients out, with fast paths
     backend.py   compile a def's primal, gradient or forward/backward pair; cache
 

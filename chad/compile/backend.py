@@ -41,7 +41,7 @@ from chad.transform.registry import CTG, get_transform
 
 from .codegen import CompileError, Gen
 from .inline import inline
-from .memory import keep_freed_memory
+from chad.memory import keep_freed_memory
 from .source import prepare_body, small_defs
 from . import switch
 from .support import FastArrayEVM
@@ -196,7 +196,7 @@ def _lru(cache: OrderedDict, key, build):
 
 
 def _cached(key, build):
-    keep_freed_memory()  # once per process (chad/compile/memory.py)
+    keep_freed_memory()  # once per process (chad/memory.py)
     return _lru(_cache, key, build)
 
 
