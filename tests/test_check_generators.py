@@ -5,6 +5,7 @@ programs."""
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import HealthCheck, Phase, find, given, settings
 from hypothesis import strategies as st
 
@@ -184,3 +185,17 @@ def test_chains_type_check_and_round_trip(case: GenCase):
     assert check_program(annotate_injections(case.program)).defs == case.program.defs
     assert check_program(parse_program(case.source())).defs == case.program.defs
     ctg_from_json(case.defn.result, case.ctg_json(), "ctg", case.value)
+
+
+@pytest.mark.parametrize("src", [
+    "def f(x : R) : R + R = (inl (let y = x in 1.0) : R + R)\n",
+    "def f(x : R) : R = (let y = x in y) + 1.0\n",
+    "def f(x : R) : R + R = (inr (let y = x in y * 2.0) : R + R)\n",
+    "def f(x : R) : R * R = ((let y = x in y), (let z = x in z))\n",
+])
+def test_print_surface_keeps_a_let_to_its_operand(src):
+    """A let inside an operand (an injection, a sum, a pair) is printed in
+    parentheses: its body would otherwise take what follows (`inl let y = x in
+    1.0 : R + R` ascribes 1.0; found by the random test above in CI)."""
+    prog = check_program(parse_program(src))
+    assert check_program(parse_program(print_surface(prog))).defs == prog.defs

@@ -13,6 +13,8 @@
     vector_support.py, parallel_support.py  what vectorised / forking code calls
     known.py     facts about arrays known by construction (identity indices, no -0.0)
     ieee.py      numpy without floating-point warnings, cheaply
+    kernels.py   loops numpy lacks (the evaluator's running sums, a branch-free
+                 select), in C (_kernels.c, an optional extension: setup.py)
     convert.py   arguments in, gradients out, with fast paths
     backend.py   compile a def's primal, gradient or forward/backward pair; cache
 

@@ -1001,8 +1001,8 @@ def _expr(t: Term, ind: int) -> str:
     match t:
         case Var(name):
             return name
-        case Let(name, rhs, body):
-            return f"let {name} = {_expr(rhs, ind + 1)} in{nl}{_expr(body, ind)}"
+        case Let(name, rhs, body):  # (in parentheses: its body would take what follows)
+            return f"(let {name} = {_expr(rhs, ind + 1)} in{nl}{_expr(body, ind)})"
         case Prim("LIT", _, c):
             return repr(float(c))
         case Prim("ILIT", _, c):
