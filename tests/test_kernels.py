@@ -52,14 +52,10 @@ def _values(rng, size, special: bool):
     return x
 
 
-@pytest.fixture(params=["native", "numpy"])
-def impl(request, monkeypatch):
-    if request.param == "native":
-        if not seqsum.native():
-            pytest.skip("the C extension is not built")
-    else:
-        monkeypatch.setattr(seqsum, "_native", None)
-    return request.param
+@pytest.fixture
+def impl(kernels_impl):
+    """Both loops: the C extension's and numpy's (tests/conftest.py)."""
+    return kernels_impl
 
 
 @pytest.mark.parametrize("seed", range(40))

@@ -30,14 +30,10 @@ SPECIAL = [0.0, -0.0, 1.0, -1.0, 1e308, -1e308, 5e-324, -5e-324, math.inf, -math
 
 # ------------------------------------------------------------------ helpers
 
-@pytest.fixture(params=["native", "numpy"])
-def impl(request, monkeypatch):
-    if request.param == "native":
-        if not kernels.native():
-            pytest.skip("the C extension is not built")
-    else:
-        monkeypatch.setattr(kernels, "_native", None)
-    return request.param
+@pytest.fixture
+def impl(kernels_impl):
+    """Both loops: the C extension's and numpy's (tests/conftest.py)."""
+    return kernels_impl
 
 
 def _needs_native():
