@@ -34,7 +34,8 @@ def _loop(parts, masks, n, start):
     added = False
     for i in range(n):
         for p, m in zip(parts, masks):
-            if m is not None and not m[i]:
+            p = np.asarray(p, dtype=np.float64).reshape(-1)
+            if m is not None and not np.asarray(m).reshape(-1)[i]:
                 continue
             w = len(p) // n
             for x in p[i * w:(i + 1) * w]:

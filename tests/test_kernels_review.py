@@ -21,6 +21,7 @@ import pytest
 import chad
 from chad.compile import kernels
 from chad.compile import parallel_support
+from tests.test_kernels import _loop  # the evaluator's order, one add after the other
 from tests.test_vectorise import agree
 
 N = kernels.SELECT_MIN  # the smallest size the C select runs at
@@ -95,23 +96,6 @@ def _values(rng, shape, special=True, big=False):
 def _nan(payload: int, sign: int = 0) -> float:
     bits = (sign << 63) | (0x7FF << 52) | payload
     return np.array([bits], dtype=np.uint64).view(np.float64)[0]
-
-
-def _loop(parts, masks, n, start):
-    """The evaluator's order: element i's adds, part by part, one after the other."""
-    s, have = start, start is not None
-    added = False
-    for i in range(n):
-        for p, m in zip(parts, masks):
-            p = np.asarray(p, dtype=np.float64).reshape(-1)
-            if m is not None and not np.asarray(m).reshape(-1)[i]:
-                continue
-            w = len(p) // n
-            for x in p[i * w:(i + 1) * w]:
-                added = True
-                s = float(x) if not have else s + float(x)
-                have = True
-    return s if added else None
 
 
 # ------------------------------------------------------------------ select

@@ -347,8 +347,9 @@ def inner_adds(cells: list, run, buf: dict, shape: tuple) -> None:
     order: outer element i's are those of its inner elements j = 0 .. m-1, each
     element's in program order. To the outer element's own real cell (level >=
     run.base): the running sum of them from the cell's value, along each row
-    (chad/compile/seqsum.py, rows: one addition after the other); to a shared cell: a part of the
-    pass's adds to it (vector_support.Pass.flush sums them all, in order)."""
+    (chad/compile/kernels.py, rows: one addition after the other); to a
+    shared cell: a part of the pass's adds to it (vector_support.Pass.flush
+    sums them all, in order)."""
     n, m = shape
     if not n:  # no outer element: nothing was added
         buf.clear()
@@ -365,7 +366,7 @@ def inner_adds(cells: list, run, buf: dict, shape: tuple) -> None:
                 cells[level] = rows(seq, n, cur)
                 run.owned.add(level)
         elif seq.shape[1]:  # (an empty inner loop adds nothing)
-            run.pending.setdefault(level, []).append((seq, True, None))
+            run.pending.setdefault(level, []).append((seq, None))
     buf.clear()
 
 

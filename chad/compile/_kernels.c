@@ -13,9 +13,9 @@
  * without -ffast-math; see setup.py).
  *
  * np.where(c, a, b) of reals branches on every element: with a mask that
- * follows no pattern (`if x > 0.0` over random data) a mispredicted branch
- * costs about 3 ns an element on the development machine, 15 times the rest
- * of the work. `select` takes each element's 64 bits from a or b with bit
+ * follows no pattern (`if x > 0.0` over random data) np.where took 3.0 ns an
+ * element for 10^5 elements on the development machine, this loop 0.4 ns.
+ * `select` takes each element's 64 bits from a or b with bit
  * operations (the bits themselves, NaN payloads and signed zeros included).
  *
  * Arrays come in through the buffer protocol (numpy arrays and memoryviews;
@@ -81,7 +81,8 @@ static PyObject *running(PyObject *self, PyObject *args) {
         return NULL;
     Py_ssize_t k = PyTuple_GET_SIZE(parts);
     if (PyTuple_GET_SIZE(masks) != k || n < 0) {
-        PyErr_SetString(PyExc_ValueError, "running: parts and masks differ in number");
+        PyErr_SetString(PyExc_ValueError,
+                        n < 0 ? "running: n < 0" : "running: parts and masks differ in number");
         return NULL;
     }
     double s = 0.0;

@@ -18,6 +18,15 @@ fast.
 element 1's, ...; a part's mask drops the elements that did not run its add.
 `rows(values, n, start)`: each outer element's sum of its w adds (an inner
 loop's, chad/arrays/nested_support.py: inner_adds).
+
+`select(c, a, b)`: np.where(c, a, b) of reals (an `if` batched over a loop:
+chad/compile/vectorise.py, switch.py), without a branch per element: on a
+random mask np.where took 3.0 ns an element for 10^5 elements, the C loop
+0.4 ns. `select_ints`: the same for int64 integers (`_vwhere`), on their 64
+bits.
+
+Where the extension was not built (no C compiler when chad was installed), or
+with the environment variable CHAD_NATIVE=0, np.cumsum and np.where run.
 """
 
 from __future__ import annotations
@@ -39,7 +48,7 @@ _F64 = np.dtype(np.float64)
 
 
 def native() -> bool:
-    """Whether the C loops run (else np.cumsum)."""
+    """Whether the C loops run (else numpy's: np.cumsum, np.where)."""
     return _native is not None
 
 
@@ -55,8 +64,8 @@ def _flat(a) -> np.ndarray:
 def running(parts: list, masks: list, n: int, start):
     """The running sum of the parts' values from start (a float; None: from the
     first value added), in the evaluator's order (module doc): its last value,
-    or None when no value was added (whatever start). parts[p] holds n x w_p values, element by
-    element; masks[p] None or a bool array of n."""
+    or None when no value was added (whatever start). parts[p] holds n x w_p
+    values, element by element; masks[p] None or a bool array of n."""
     parts = [_flat(p) for p in parts]
     masks = [None if m is None else _mask(m, n) for m in masks]
     if _native is not None:
@@ -145,31 +154,35 @@ def _whole_or_one(x, shape: tuple) -> bool:
 
 
 def _select_block(c, x, y, a, b):
-    """select of operands broadcast together, or of blocks of a region of rank
-    2 or more: flat when each is the whole block, C-ordered, or one value;
-    else np.where."""
-    x, y = (np.array(v, dtype=_F64) if type(v) is float else v for v in (x, y))
-    shape = np.broadcast_shapes(c.shape, x.shape, y.shape)
-    if not all(v.shape == shape and v.flags.c_contiguous or v.size == 1 for v in (c, x, y)):
-        if len(shape) != 1:
-            return np.where(c, a, b)
+    """select of operands broadcast together (one dimension), or of blocks of a
+    region of rank 2 or more, read flat when each is the whole C-ordered block
+    or one value; else np.where. (c has SELECT_MIN elements or more, so it is
+    never the one value.)"""
+    shape = np.broadcast_shapes(c.shape, np.shape(x), np.shape(y))
+    if len(shape) != 1 and not all(_flat_block(v, shape) for v in (c, x, y)):
+        return np.where(c, a, b)
     out = np.empty(shape, dtype=_F64)
     flat = out.reshape(-1)
     size = flat.shape
-    c, x, y = (v.reshape(-1) if v.shape == shape else v for v in (c, x, y))
-    _native.select(c if c.shape == size else np.broadcast_to(c, size),
-                   _one_or_all(x, size), _one_or_all(y, size), flat)
+    _native.select(_operand_of(c, shape, size), _operand_of(x, shape, size),
+                   _operand_of(y, shape, size), flat)
     return out
 
 
-def _one_or_all(x, size: tuple):
-    """An operand of the C select: the array of all elements, or its one value
-    as a Python float."""
-    if x.shape == size:
-        return x
-    if x.size == 1:
-        return float(x.reshape(()))
-    return np.broadcast_to(x, size)
+def _flat_block(v, shape: tuple) -> bool:
+    return type(v) is float or v.size == 1 or (v.shape == shape and v.flags.c_contiguous)
+
+
+def _operand_of(v, shape: tuple, size: tuple):
+    """An operand of the C select, 1-D: the block read flat, its one value as a
+    Python float, or (one dimension) its broadcast."""
+    if type(v) is float:
+        return v
+    if v.shape == shape:
+        return v.reshape(-1)
+    if v.size == 1 and v.dtype == _F64:
+        return float(v.reshape(()))
+    return np.broadcast_to(v, size)
 
 
 def _real_operand(x):

@@ -418,11 +418,12 @@ class Pass:
         """Add the contributions to the shared cells. The evaluator runs element
         0's adds, then element 1's, ...: row i of each part is element i's
         adds (w of them: an inner loop's, in their order), the parts in the
-        order of the adds, so the running sum (seqsum.running: one addition
-        after the other from the cell's value) gives its result bit for bit."""
+        order of the adds, so the running sum (kernels.running: one addition
+        after the other from the cell's value) gives its result bit for bit.
+        Each part is (values, the mask of the elements that added, or None)."""
         shared = getattr(cells, "fork_base", 0)  # a forked half's cells (parallel_support)
         for level, parts in self.pending.items():
-            spec = ([p for p, _, _ in parts], [m for _, _, m in parts], len(parts[0][0]))
+            spec = ([p for p, _ in parts], [m for _, m in parts], len(parts[0][0]))
             if level < shared:  # a cell of the forking thread: summed at the join
                 cells.defer(level, spec, sum_into)
             else:
@@ -433,7 +434,7 @@ class Pass:
 
 def sum_into(spec: tuple, cur):
     """A shared cell's value cur after a pass's adds to it, spec = (parts,
-    masks, n) (seqsum.running); cur itself when no element added anything."""
+    masks, n) (kernels.running); cur itself when no element added anything."""
     total = running(*spec, cur)
     return cur if total is None else total
 
@@ -459,13 +460,14 @@ def vaddm(cells: list, level: int, run: Pass, v, n: int, mask) -> None:
     if n == 0:
         return
     if level < run.base:
-        run.pending.setdefault(level, []).append((v, False, mask))
+        run.pending.setdefault(level, []).append((v, mask))
         return
     cur = cells[level]
     if cur is None:  # vseq runs such a pass element by element (VecBack.masked)
         raise RuntimeError(f"internal: a branch's add to cell {level}, which has no value")
-    # cur: the initial real, an array not made here, or one this pass owns (a
-    # new array either way: `where=` in place branches on the mask as np.where)
+    # cur: the initial real, an array not made here, or one this pass owns; a
+    # new array either way (an add in place under the mask, `where=`, branches
+    # on every element as np.where does)
     cells[level] = select(mask, v + cur, cur)
     run.owned.add(level)
 
@@ -481,12 +483,12 @@ def vadd(cells: list, level: int, run: Pass, v, n: int, adopt: bool = False) -> 
     v, whole = _operand(cells, level, v, n)
     if n == 0:
         return
+    if level < run.base:
+        run.pending.setdefault(level, []).append((v, None))
+        return
     if adopt:
         flags = v.flags
         adopt = whole and flags.writeable and flags.owndata
-    if level < run.base:
-        run.pending.setdefault(level, []).append((v, adopt, None))
-        return
     cur = cells[level]
     owned = run.owned
     if cur is None:
