@@ -21,6 +21,8 @@ size are `EvalError`s naming the index and the length.
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 
 from chad.compile.ieee import quiet
@@ -172,17 +174,19 @@ def eval_length(ev, t: Length, env):
 def reduce_balanced(items, combine):
     """The one reduction order of fold: a balanced binary tree over items.
     combine(l, r) -> (value, cost); returns (value, total cost)."""
+    return _balanced(items, combine, 0, len(items))
 
-    def go(lo, hi):
-        if hi - lo == 1:
-            return items[lo], 0
-        mid = (lo + hi) // 2
-        lv, lc = go(lo, mid)
-        rv, rc = go(mid, hi)
-        v, c = combine(lv, rv)
-        return v, lc + rc + c
 
-    return go(0, len(items))
+def _balanced(items, combine, lo: int, hi: int):
+    # (a module function, not a closure calling itself: that would be a
+    # reference cycle keeping the items alive until the cyclic GC ran)
+    if hi - lo == 1:
+        return items[lo], 0
+    mid = (lo + hi) // 2
+    lv, lc = _balanced(items, combine, lo, mid)
+    rv, rc = _balanced(items, combine, mid, hi)
+    v, c = combine(lv, rv)
+    return v, lc + rc + c
 
 
 def _fold_items(a, loc):
@@ -519,38 +523,48 @@ def eval_untree(ev, t: UnTree, env):
     d, cd = eval_fast(ev, t.ctg, env)
     tree, ct = eval_fast(ev, t.tree, env)
     init, ci = eval_fast(ev, t.init, env)
-    evm = ev.evm
-    elem = t.elem
     n = _count_leaves(tree)
     out = [None] * n
-
-    def build(node, dn):
-        if isinstance(node, Leaf):
-            out[node.index] = dn
-            return evm.pure(None), UNTREE_LEAF
-        act, ccall = ev.apply(node.bp, dn)
-
-        def split(res, node=node):
-            dp = res[0]  # the final value of p's cell: the cotangent of (l, r)
-            cost = UNTREE_SPLIT
-            if dp is None:
-                d1, c1 = zerov(elem)
-                d2, c2 = zerov(elem)
-                cost += c1 + c2
-            else:
-                d1, d2 = dp
-            a1, k1 = build(node.left, d1)
-            a2, k2 = build(node.right, d2)
-            return evm.then(a1, a2), cost + k1 + k2
-
-        return evm.bind(evm.scope(init, act), split), UNTREE_NODE + ccall
-
-    act, cb = build(tree, d)
+    act, cb = _UnTree(ev, t.elem, init, out).build(tree, d)
+    elem = t.elem
 
     def finish(_x):
-        return evm.pure(dense_of(out, elem)), 1 + n
+        return ev.evm.pure(dense_of(out, elem)), 1 + n
 
-    return evm.bind(act, finish), 1 + cd + ct + ci + cb + 2
+    return ev.evm.bind(act, finish), 1 + cd + ct + ci + cb + 2
+
+
+class _UnTree:
+    """unTree's actions over a fold tree, the leaf cotangents written to `out`
+    by position. Methods, not closures calling themselves: a closure that
+    refers to itself is a reference cycle, and the actions (with the values
+    they hold) would live until the cyclic GC ran."""
+
+    __slots__ = ("ev", "elem", "init", "out")
+
+    def __init__(self, ev, elem, init, out: list) -> None:
+        self.ev, self.elem, self.init, self.out = ev, elem, init, out
+
+    def build(self, node, dn):
+        evm = self.ev.evm
+        if isinstance(node, Leaf):
+            self.out[node.index] = dn
+            return evm.pure(None), UNTREE_LEAF
+        act, ccall = self.ev.apply(node.bp, dn)
+        return evm.bind(evm.scope(self.init, act), partial(self.split, node)), UNTREE_NODE + ccall
+
+    def split(self, node, res):
+        dp = res[0]  # the final value of p's cell: the cotangent of (l, r)
+        cost = UNTREE_SPLIT
+        if dp is None:
+            d1, c1 = zerov(self.elem)
+            d2, c2 = zerov(self.elem)
+            cost += c1 + c2
+        else:
+            d1, d2 = dp
+        a1, k1 = self.build(node.left, d1)
+        a2, k2 = self.build(node.right, d2)
+        return self.ev.evm.then(a1, a2), cost + k1 + k2
 
 
 def _count_leaves(tree) -> int:

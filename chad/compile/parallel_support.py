@@ -244,39 +244,55 @@ def _prefix(sizes) -> list:
 
 def pvals(fns, sizes) -> list:
     """[f() for f in fns], the heavy halves on two threads (pure values)."""
-    prefix = _prefix(sizes)
+    return _vals(fns, _prefix(sizes), 0, len(fns), MAX_DEPTH)
 
-    def go(lo, hi, depth):
-        mid = _split(prefix, lo, hi) if depth else None
-        if mid is None:
-            return [fns[i]() for i in range(lo, hi)]
-        ra, rb, _ = _fork(lambda _v: go(lo, mid, depth - 1),
-                          lambda _v: go(mid, hi, depth - 1), lambda: None)
-        return ra + rb
 
-    return go(0, len(fns), MAX_DEPTH)
+# (module functions, not closures calling themselves: such a closure is a
+# reference cycle, which would keep a call's arrays alive until the cyclic GC
+# ran: hundreds of MB at n = 4 * 10^6, and fresh pages for the next call)
+
+def _vals(fns, prefix: list, lo: int, hi: int, depth: int) -> list:
+    mid = _split(prefix, lo, hi) if depth else None
+    if mid is None:
+        return [fns[i]() for i in range(lo, hi)]
+    ra, rb, _ = _fork(functools.partial(_vals_half, fns, prefix, lo, mid, depth - 1),
+                      functools.partial(_vals_half, fns, prefix, mid, hi, depth - 1), _no_view)
+    return ra + rb
+
+
+def _vals_half(fns, prefix: list, lo: int, hi: int, depth: int, _view) -> list:
+    return _vals(fns, prefix, lo, hi, depth)
+
+
+def _no_view():
+    return None
 
 
 def pseq(cells: list, fns, sizes):
     """fns[0](cells) >> fns[1](cells) >> ...: the last one's result, the heavy
     halves on two threads (the second on a ForkCells, replayed at the join)."""
-    prefix = _prefix(sizes)
+    return _seq(cells, fns, _prefix(sizes), 0, len(fns), MAX_DEPTH)
 
-    def go(cs, lo, hi, depth):
-        mid = _split(prefix, lo, hi) if depth else None
-        if mid is None:
-            r = None
-            for i in range(lo, hi):
-                r = fns[i](cs)
-            return r
-        _, rb, view = _fork(lambda _v: go(cs, lo, mid, depth - 1),
-                            lambda v: go(cs if v is None else v, mid, hi, depth - 1),
-                            lambda: ForkCells(len(cs)))
-        if view is not None:
-            replay(cs, view.log)
-        return rb
 
-    return go(cells, 0, len(fns), MAX_DEPTH)
+def _seq(cs: list, fns, prefix: list, lo: int, hi: int, depth: int):
+    mid = _split(prefix, lo, hi) if depth else None
+    if mid is None:
+        r = None
+        for i in range(lo, hi):
+            r = fns[i](cs)
+        return r
+    _, rb, view = _fork(functools.partial(_seq_half, cs, fns, prefix, lo, mid, depth - 1),
+                        functools.partial(_seq_half, cs, fns, prefix, mid, hi, depth - 1),
+                        functools.partial(ForkCells, len(cs)))
+    if view is not None:
+        replay(cs, view.log)
+    return rb
+
+
+def _seq_half(cs: list, fns, prefix: list, lo: int, hi: int, depth: int, view):
+    """A half on its own cells: view (a ForkCells), or cs itself (None: run
+    here, in program order)."""
+    return _seq(cs if view is None else view, fns, prefix, lo, hi, depth)
 
 
 HELPERS = {"_psize": psize, "_pvals": pvals, "_pseq": pseq}

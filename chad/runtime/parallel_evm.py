@@ -59,6 +59,7 @@ from __future__ import annotations
 import bisect
 import math
 import threading
+from functools import partial
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Sequence
 
@@ -85,6 +86,44 @@ class PAction:
 
     def __repr__(self) -> str:
         return f"<PAction weight={self.weight}>"
+
+
+class _Sequence:
+    """A `sequence` action run: the chunks of `acts` split by weight (prefix:
+    the running sums of the weights), forking while both halves weigh at least
+    `grain`. An object, not closures calling themselves: a closure that refers
+    to itself is a reference cycle, and the actions with the values they hold
+    would live until the cyclic GC ran."""
+
+    __slots__ = ("acts", "prefix", "grain", "fork", "depth")
+
+    def __init__(self, acts: list, prefix: list, grain: int, fork: Callable, depth: int):
+        self.acts, self.prefix, self.grain, self.fork, self.depth = acts, prefix, grain, fork, depth
+
+    def __call__(self, ctx):
+        return self.go(ctx, 0, len(self.acts), self.depth)
+
+    def seq(self, ctx, lo: int, hi: int):
+        total = 2 * (hi - lo - 1)
+        r = None
+        acts = self.acts
+        for i in range(lo, hi):
+            r, c = acts[i](ctx)
+            total += c
+        return r, total
+
+    def go(self, ctx, lo: int, hi: int, depth: int):
+        prefix = self.prefix
+        if hi - lo >= 2 and depth > 0:
+            half = (prefix[lo] + prefix[hi]) / 2
+            mid = bisect.bisect_left(prefix, half, lo + 1, hi)
+            mid = min(max(mid, lo + 1), hi - 1)
+            grain = self.grain
+            if prefix[mid] - prefix[lo] >= grain and prefix[hi] - prefix[mid] >= grain:
+                _, ca, rb, cb = self.fork(ctx, partial(self.go, lo=lo, hi=mid, depth=depth - 1),
+                                          partial(self.go, lo=mid, hi=hi, depth=depth - 1))
+                return rb, ca + cb + 2
+        return self.seq(ctx, lo, hi)
 
 
 class _Ctx:
@@ -311,38 +350,11 @@ class ParallelEVM(EVMBase):
         n = len(acts)
         if n == 0:
             return self.pure(None)
-        weights = [a.weight for a in actions]
         prefix = [0]
-        for w in weights:
-            prefix.append(prefix[-1] + w)
-        grain = self.grain
-        fork = self._fork
-
-        def seq(ctx, lo, hi):
-            total = 2 * (hi - lo - 1)
-            r = None
-            for i in range(lo, hi):
-                r, c = acts[i](ctx)
-                total += c
-            return r, total
-
-        def go(ctx, lo, hi, depth):
-            if hi - lo >= 2 and depth > 0:
-                half = (prefix[lo] + prefix[hi]) / 2
-                mid = bisect.bisect_left(prefix, half, lo + 1, hi)
-                mid = min(max(mid, lo + 1), hi - 1)
-                if prefix[mid] - prefix[lo] >= grain and prefix[hi] - prefix[mid] >= grain:
-                    _, ca, rb, cb = fork(ctx, lambda c: go(c, lo, mid, depth - 1),
-                                         lambda c: go(c, mid, hi, depth - 1))
-                    return rb, ca + cb + 2
-            return seq(ctx, lo, hi)
-
-        depth0 = self._seq_depth
-
-        def fn(ctx):
-            return go(ctx, 0, n, depth0)
-
-        return PAction(fn, 1 + prefix[n])
+        for a in actions:
+            prefix.append(prefix[-1] + a.weight)
+        return PAction(_Sequence(acts, prefix, self.grain, self._fork, self._seq_depth),
+                       1 + prefix[n])
 
     # running --------------------------------------------------------------------
     def run(self, m: PAction, env: list) -> tuple[Any, list, int]:

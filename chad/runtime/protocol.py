@@ -104,15 +104,7 @@ class EVMBase:
         acts = list(actions)
         if not acts:
             return self.pure(None)
-        then = self.then
-
-        def tree(lo: int, hi: int) -> Action:
-            if hi - lo == 1:
-                return acts[lo]
-            mid = (lo + hi) // 2
-            return then(tree(lo, mid), tree(mid, hi))
-
-        return tree(0, len(acts))
+        return _then_tree(self.then, acts, 0, len(acts))
 
     def reset_work(self) -> None:
         self.work = 0
@@ -128,3 +120,13 @@ class EVMBase:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _then_tree(then, acts: list, lo: int, hi: int):
+    """`then` over acts[lo:hi] as a balanced tree (a module function: a closure
+    calling itself is a reference cycle, keeping the actions alive until the
+    cyclic GC runs)."""
+    if hi - lo == 1:
+        return acts[lo]
+    mid = (lo + hi) // 2
+    return then(_then_tree(then, acts, lo, mid), _then_tree(then, acts, mid, hi))

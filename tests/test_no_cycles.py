@@ -1,0 +1,106 @@
+"""A gradient leaves no reference cycles behind: everything a call makes (the
+forward pass's residuals, arrays of n reals among them) is freed when the
+call returns, by reference counting, not when Python's cyclic GC next runs.
+
+The GC runs after so many container allocations, not after so many bytes: a
+cycle holding a call's arrays kept the parallel runtime's forward results of
+the two-branch benchmark alive for several calls (183 MB more in use after
+each call at n = 4 * 10^6, and fresh pages to fault in for the next one). The
+cycles were local functions calling themselves (a closure refers to its own
+cell): the fork recursion of the compiled parallel runtime and of the
+parallel EVM's `sequence`, fold's balanced reduction and unTree's actions.
+
+Checked on every bundled example, on the three runtimes (and the
+formalisation's LACM on the interpreter), with both backends,
+for grad and vjp; the parallel runtimes fork at every heavy-enough split
+(grain 1), so their fork paths run on these small inputs.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import re
+
+import pytest
+
+import chad
+from chad import api_core
+from chad.compile import parallel_support
+from chad.runtime.parallel_evm import ParallelEVM
+from chad.runtime.registry import make_evm
+
+ROOT = os.path.join(os.path.dirname(__file__), "..", "examples")
+EXAMPLES = sorted(f for f in os.listdir(ROOT) if f.endswith(".chad"))
+
+
+def _example(name: str):
+    text = open(os.path.join(ROOT, name)).read()
+    args = json.loads(re.search(r"^# args: (.*)$", text, re.M).group(1))
+    m = re.search(r"^# ctg: (.*)$", text, re.M)
+    return text, args, ({"ctg": json.loads(m.group(1))} if m else {})
+
+
+def _cycles_made_by(call) -> int:
+    """The objects in reference cycles that call() leaves unreachable."""
+    gc.collect()
+    gc.disable()
+    try:
+        call()
+        return gc.collect()
+    finally:
+        gc.enable()
+
+
+@pytest.fixture
+def forking(monkeypatch):
+    """Both parallel runtimes fork wherever a split has two non-empty halves."""
+    def runtime(name, **options):
+        if name == "parallel":
+            return ParallelEVM(grain=1, max_workers=2)
+        return make_evm(name, **options)
+
+    monkeypatch.setattr(api_core, "_make_runtime", runtime)
+    with parallel_support.grain(1):
+        yield
+
+
+# (the formalisation's LACM, spec, runs on the interpreter only)
+RUNS = [(evm, backend) for evm in ("array", "map", "parallel") for backend in ("compiled", "interp")]
+RUNS.append(("spec", "interp"))
+
+
+@pytest.mark.parametrize("evm,backend", RUNS)
+@pytest.mark.parametrize("name", EXAMPLES)
+def test_a_gradient_call_leaves_no_cycles(name, evm, backend, forking):
+    text, args, kw = _example(name)
+    grad = chad.grad(text, evm=evm, backend=backend)
+    grad(*args, **kw)  # compiled, caches filled
+    assert _cycles_made_by(lambda: grad(*args, **kw)) == 0
+
+
+@pytest.mark.parametrize("evm", ["array", "parallel"])
+@pytest.mark.parametrize("name", ["two_branches.chad", "sumsq.chad", "lse.chad", "kmeans.chad",
+                                  "gmm.chad", "lstm.chad"])
+def test_a_vjp_leaves_no_cycles(name, evm, forking):
+    text, args, kw = _example(name)
+    vjp = chad.vjp(text, evm=evm)
+    ctg = kw.get("ctg", 1.0)
+    vjp(*args)[1](ctg)
+
+    def call():
+        _value, back = vjp(*args)
+        back(ctg)
+
+    assert _cycles_made_by(call) == 0
+
+
+def test_the_parallel_runtimes_fork_here(forking):
+    """The checks above run the fork paths (which made the cycles)."""
+    text, args, _kw = _example("two_branches.chad")
+    parallel_support.stats.reset()
+    chad.grad(text, evm="parallel")(*args)
+    assert parallel_support.stats.decided > 0
+    machine = api_core.make_evm("parallel")
+    assert isinstance(machine, ParallelEVM) and machine.grain == 1
