@@ -297,6 +297,10 @@ static PyObject *select_(PyObject *self, PyObject *args) {
         uint64_t y0 = y[0];
         for (Py_ssize_t i = 0; i < n; i++)
             out[i] = y0 ^ ((x[i] ^ y0) & -(uint64_t)(c[i] != 0));
+    } else if (mk.stride == 1 && a.stride == 0 && b.stride == 0) {  /* two values */
+        uint64_t x0 = x[0], y0 = y[0];
+        for (Py_ssize_t i = 0; i < n; i++)
+            out[i] = y0 ^ ((x0 ^ y0) & -(uint64_t)(c[i] != 0));
     } else {
         for (Py_ssize_t i = 0; i < n; i++) {
             uint64_t x, y;

@@ -377,6 +377,13 @@ class VecBack:
         (from `base` on), each an array this run made, the initial value or
         a PerElement."""
         run = Pass(base)
+        if self.nested is None and d.strides == (0,) and self.n:
+            # every element's cotangent the same real (sum's: BFill, a
+            # broadcast view): that real, a Python float, so what the pass
+            # computes from it alone (d * w, then * 0.01) is one number, not
+            # an array of n equal ones; numpy broadcasts it where it meets an
+            # array, to the same values (the nested passes reshape d: kept)
+            d = float(d[0])
         self.fn(*self.caps, d, cells, run, self.n)
         run.flush(cells)
         return [c if j + base in run.owned or c is None or type(c) is float
