@@ -323,3 +323,58 @@ def test_the_stencils_integer_ifs_take_the_c_select(monkeypatch):
     fallback = g(a)
     assert _bits(native[0]) == _bits(fallback[0])
     assert np.asarray(native[1][0]).tobytes() == np.asarray(fallback[1][0]).tobytes()
+
+
+# ------------------------------------------------------------------ fold trees
+
+
+def _tree_by_python(row, is_max):
+    """The evaluator's fold of one row: reduce_balanced over (value, leaf)
+    leaves with the combine `b if b > a else a` (min: <)."""
+    from chad.arrays.evaluate import reduce_balanced
+
+    def combine(l, r):
+        return (r if (r[0] > l[0] if is_max else r[0] < l[0]) else l), 0
+
+    return reduce_balanced([(float(x), j) for j, x in enumerate(row)], combine)[0]
+
+
+@pytest.mark.parametrize("m", [1, 2, 3, 5, 8, 13, 64, 65, 200])
+def test_the_fold_trees_of_rows_are_the_evaluators(impl, m):
+    """vtree2 (the C loop for short rows, numpy's argmax or its levels of
+    np.where otherwise) against the balanced reduction itself, bit for bit:
+    ties of 0.0 and -0.0, NaNs (a comparison with one keeps the left side),
+    infinities; rows along either axis, any layout, a broadcast row."""
+    from chad.arrays.folds import vtree2
+    rng = np.random.default_rng(m)
+    pool = [0.0, -0.0, 1.0, -1.0, math.nan, -math.nan, math.inf, -math.inf, 2.0, 0.5]
+    blocks = [rng.choice(pool, size=(7, m)), rng.normal(size=(9, m)),
+              np.asfortranarray(rng.choice(pool, size=(4, m))),
+              np.broadcast_to(rng.choice(pool, size=m), (3, m))]
+    for block in blocks:
+        for is_max in (True, False):
+            for axis, x in ((1, block), (0, block.T)):
+                vals, leaves = vtree2(x, m, axis, 2, is_max)
+                assert vals.shape == leaves.shape == (len(block), 1)[::1 if axis == 1 else -1]
+                for i, row in enumerate(block):
+                    want = _tree_by_python(row, is_max)
+                    got = (float(vals.reshape(-1)[i]), int(leaves.reshape(-1)[i]))
+                    assert got[1] == want[1], (row, is_max)
+                    assert struct.pack("<d", got[0]) == struct.pack("<d", want[0]), (row, is_max)
+
+
+def test_the_tree_loop_rejects_what_it_cannot_read():
+    if not kernels.native():
+        pytest.skip("the C extension is not built")
+    tree = kernels._native.tree
+    x = np.zeros((3, 4))
+    v, k = np.empty(3), np.empty(3, dtype=np.int64)
+    for bad in [(np.zeros(4), True, v, k), (x.astype(np.float32), True, v, k),
+                (x, True, np.empty(2), k), (x, True, v, np.empty(3)),
+                (np.zeros((3, 0)), True, v, k), (x, True, v, np.empty(3, dtype=np.int32))]:
+        with pytest.raises((ValueError, TypeError, BufferError)):
+            tree(*bad)
+    with pytest.raises(TypeError):
+        tree(x, True, v)
+    tree(x, False, v, k)
+    assert k.tolist() == [0, 0, 0] and v.tolist() == [0.0, 0.0, 0.0]

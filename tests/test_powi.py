@@ -81,3 +81,17 @@ def test_agree_with_the_interpreter(evm):
         kw = {} if ctg is None else {"ctg": ctg}
         agree(chad.grad(text, evm=evm)(*args, **kw),
               chad.grad(text, backend="interp", evm=evm)(*args, **kw), exact=False)
+
+
+@pytest.mark.parametrize("n", [0, 1, 2])
+def test_vpowi_of_one_exponent_gives_a_new_array(n):
+    """x ** 1 is x's own bits (and x ** 0 ones) without numpy's power, in an
+    array of its own: the generated code may add into it in place."""
+    x = np.array(SPECIAL)
+    keep = x.copy()
+    got = vpowi(x, n)
+    assert not np.shares_memory(got, x)
+    got += 1.0
+    assert x.tobytes() == keep.tobytes()
+    if n == 1:
+        assert vpowi(x, 1).tobytes() == x.tobytes()  # NaN's and -0.0's bits included

@@ -29,6 +29,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from chad.compile.kernels import tree
 from chad.compile.vectorise import BVal, Batcher, NotBatchable, function_block, nesting
 from chad.terms import Fst, Lam, Pair, Prim, Snd, Var, free_vars
 
@@ -98,7 +99,6 @@ def vfold(x, n: int, axis: int, rank: int, combine, live: int = 1):
         x = np.broadcast_to(x, shape)
     if n == 1:
         return x.take([0], axis=axis)
-    last = np.moveaxis(x, axis, -1)
     vals = np.empty(last.shape[:-1] + (2 * n - 1,))
     vals[..., :n] = last
     for ids, left, right in tree_levels(n):
@@ -158,6 +158,9 @@ def batch_fold(b: Batcher, t) -> BVal:
 # unchanged, -0.0 included), and a leaf below a zero gets 0.0.
 
 
+TREE_ROW_MAX = 64  # longer rows: numpy's argmax (kernels.tree: shorter ones)
+
+
 def vtree2(x, n: int, axis: int, rank: int, is_max: bool, live: int = 1):
     """(value, leaf) of `fold max` (is_max) or `fold min` of every outer
     element's array along `axis` (n elements), both keeping the axis (size
@@ -178,10 +181,18 @@ def vtree2(x, n: int, axis: int, rank: int, is_max: bool, live: int = 1):
         shape = list(x.shape)
         shape[axis] = 1
         return np.zeros(shape), np.zeros(shape, dtype=np.int64)
+    last = np.moveaxis(x, axis, -1)
+    # short rows (a nested loop's few clusters): the C loop, the tree itself,
+    # NaN or not; numpy's argmax along a short row costs about 17 ns a row,
+    # along a long one it is faster than the loop
+    picked = tree(last.reshape(-1, n), is_max) if n <= TREE_ROW_MAX else None
+    if picked is not None:
+        shape = last.shape[:-1] + (1,)
+        return (np.moveaxis(picked[0].reshape(shape), -1, axis),
+                np.moveaxis(picked[1].reshape(shape), -1, axis))
     if not np.isnan(x).any():
         k = (np.argmax if is_max else np.argmin)(x, axis=axis, keepdims=True)
         return np.take_along_axis(x, k, axis=axis), k
-    last = np.moveaxis(x, axis, -1)
     vals = np.empty(last.shape[:-1] + (2 * n - 1,))
     vals[..., :n] = last
     leaf = np.empty(vals.shape, dtype=np.int64)

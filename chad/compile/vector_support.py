@@ -71,6 +71,10 @@ def vpowi(x, n):
         with quiet():
             if k == 2:  # |x| * |x|: numpy's power of |x| to 2.0 is its square
                 return np.square(x)
+            if k == 1:  # |x| to 1.0 is |x|, signed as x: x itself (a new array)
+                return x.copy()
+            if k == 0:  # anything to 0.0 is 1.0 (NaN and zero included)
+                return np.ones(x.shape)
             r = np.power(np.abs(x), float(k))
             if k < 0:
                 r = np.where(x == 0.0, np.inf, r)
