@@ -99,6 +99,7 @@ def vfold(x, n: int, axis: int, rank: int, combine, live: int = 1):
         x = np.broadcast_to(x, shape)
     if n == 1:
         return x.take([0], axis=axis)
+    last = np.moveaxis(x, axis, -1)
     vals = np.empty(last.shape[:-1] + (2 * n - 1,))
     vals[..., :n] = last
     for ids, left, right in tree_levels(n):
