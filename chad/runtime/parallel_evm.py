@@ -346,6 +346,7 @@ class ParallelEVM(EVMBase):
         >= grain, to a depth of about log2(max_workers) + 1 (so at most
         ~2 * max_workers chunks); each chunk runs sequentially (its elements may
         fork internally)."""
+        actions = list(actions)  # (read twice: any sequence, a generator too)
         acts = [a.fn for a in actions]
         n = len(acts)
         if n == 0:
