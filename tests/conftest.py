@@ -25,3 +25,23 @@ def kernels_impl(request, monkeypatch):
     else:
         monkeypatch.setattr(kernels, "_native", None)
     return request.param
+
+
+@pytest.fixture
+def forking(monkeypatch):
+    """Both parallel runtimes fork wherever a split has two non-empty halves
+    (the interpreter's ParallelEVM at grain 1, the compiled code's
+    parallel_support.grain(1)): their fork paths run on small inputs."""
+    from chad import api_core
+    from chad.compile import parallel_support
+    from chad.runtime.parallel_evm import ParallelEVM
+    from chad.runtime.registry import make_evm
+
+    def runtime(name, **options):
+        if name == "parallel":
+            return ParallelEVM(grain=1, max_workers=2)
+        return make_evm(name, **options)
+
+    monkeypatch.setattr(api_core, "_make_runtime", runtime)
+    with parallel_support.grain(1):
+        yield

@@ -18,7 +18,6 @@ that a user can hit, see the report of the review). They pin:
 
 from __future__ import annotations
 
-import gc
 import math
 import struct
 import threading
@@ -27,13 +26,13 @@ import numpy as np
 import pytest
 
 import chad
-from chad import api_core
 from chad.arrays.evaluate import reduce_balanced
 from chad.arrays.folds import vtree2
 from chad.compile import kernels, parallel_support
 from chad.compile.vector_support import VecBack, vpowi
 from chad.runtime.parallel_evm import PAction, ParallelEVM
 from chad.runtime.registry import make_evm
+from tests.test_no_cycles import _cycles_made_by
 
 EVMS = ["array", "map", "parallel"]
 
@@ -71,29 +70,6 @@ def _nan_bits(r):
     if isinstance(r, float):
         return ("F", "nan" if r != r else struct.pack("<d", r))
     return (type(r).__name__, repr(r))
-
-
-def _cycles_made_by(call) -> int:
-    gc.collect()
-    gc.disable()
-    try:
-        call()
-        return gc.collect()
-    finally:
-        gc.enable()
-
-
-@pytest.fixture
-def forking(monkeypatch):
-    """Both parallel runtimes fork wherever a split has two non-empty halves."""
-    def runtime(name, **options):
-        if name == "parallel":
-            return ParallelEVM(grain=1, max_workers=2)
-        return make_evm(name, **options)
-
-    monkeypatch.setattr(api_core, "_make_runtime", runtime)
-    with parallel_support.grain(1):
-        yield
 
 
 # ------------------------------------------------------------ sum's cotangent as a float

@@ -29,7 +29,6 @@ import chad
 from chad import api_core
 from chad.compile import parallel_support
 from chad.runtime.parallel_evm import ParallelEVM
-from chad.runtime.registry import make_evm
 
 ROOT = os.path.join(os.path.dirname(__file__), "..", "examples")
 EXAMPLES = sorted(f for f in os.listdir(ROOT) if f.endswith(".chad"))
@@ -51,19 +50,6 @@ def _cycles_made_by(call) -> int:
         return gc.collect()
     finally:
         gc.enable()
-
-
-@pytest.fixture
-def forking(monkeypatch):
-    """Both parallel runtimes fork wherever a split has two non-empty halves."""
-    def runtime(name, **options):
-        if name == "parallel":
-            return ParallelEVM(grain=1, max_workers=2)
-        return make_evm(name, **options)
-
-    monkeypatch.setattr(api_core, "_make_runtime", runtime)
-    with parallel_support.grain(1):
-        yield
 
 
 # (the formalisation's LACM, spec, runs on the interpreter only)
