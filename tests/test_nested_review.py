@@ -162,9 +162,11 @@ def test_held_nested_programs_agree_or_fail_alike(name, shape, evm):
 
 
 @pytest.mark.parametrize("evm", ["array", "parallel"])
-def test_held_large_nested_loops_run_batched(evm):
+def test_held_large_nested_loops_run_batched(evm, forking):
+    """Long outer and long inner loops (past the C select's SELECT_MIN; the
+    parallel runtime forking at grain 1) run batched, never falling back."""
     rng = np.random.default_rng(7)
-    for rows, cols in [(1 << 15, 2), (2, 1 << 15)]:
+    for rows, cols in [(1 << 11, 2), (2, 1 << 11)]:
         args = ([rng.normal(size=cols) for _ in range(rows)], rng.normal(size=cols),
                 rng.normal(size=rows), 0.5)
         before = vector_support.FELL_BACK[0]

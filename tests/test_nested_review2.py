@@ -246,9 +246,11 @@ FORKS = {
 }
 
 
-@pytest.mark.parametrize("shape", [(1 << 15, 2), (3, 1 << 15)])
+@pytest.mark.parametrize("shape", [(1 << 10, 2), (3, 1 << 10)])
 @pytest.mark.parametrize("name", sorted(FORKS))
-def test_held_parallel_forks_over_large_nested_loops(name, shape):
+def test_held_parallel_forks_over_large_nested_loops(name, shape, forking):
+    """Nested loops whose halves fork (at grain 1: the fork paths of loops past
+    GRAIN elements, on loops small enough for the interpreter's reference)."""
     rows, cols = shape
     rng = np.random.default_rng(12)
     args = ([rng.choice(_CANCEL, size=cols) for _ in range(rows)], rng.choice(_CANCEL, size=cols),

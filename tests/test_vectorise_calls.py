@@ -240,12 +240,26 @@ def test_lets_in_a_map_body_batch_their_reverse_pass():
 # --------------------------------------------------------------- deep programs
 
 
-def test_a_deep_program_of_lambda_applications_and_calls():
-    """10,000 nested lets applying a let-bound lambda and calling a small def:
-    the source rewrites walk the term with loops (no RecursionError), stop at
-    their budget (the lambda, still applied beyond it, is kept) and give the
-    interpreter's value and gradient."""
-    n = 10_000
+def test_a_deep_program_of_lambda_applications_and_calls(monkeypatch):
+    """3,000 nested lets (three times Python's recursion limit) applying a
+    let-bound lambda and calling a small def: the source rewrites walk the term
+    with loops (no RecursionError), stop at their budget (lowered here to 5,000
+    nodes, which the program passes; the lambda, still applied beyond it, is
+    kept) and give the interpreter's value and gradient."""
+    from chad.compile import inline, source
+
+    monkeypatch.setattr(source, "BUDGET", 5_000)
+    monkeypatch.setattr(inline, "BUDGET", 5_000)
+    reached = []
+    go = source._Rewriter.go
+
+    def spy(self, t):
+        out = go(self, t)
+        reached.append(self.added)
+        return out
+
+    monkeypatch.setattr(source._Rewriter, "go", spy)
+    n = 3_000
     lines = ["def g(x : R) : R = x * 2.0", "", "def f(x : R) : R =",
              "  let h = \\(y : R) -> y * 1.0 + 0.5 in", "  let x0 = g(x) in"]
     lines += [f"  let x{i} = h (g(x{i - 1}) * 0.5) in" for i in range(1, n)]
@@ -253,6 +267,7 @@ def test_a_deep_program_of_lambda_applications_and_calls():
     value, (dx,) = chad.grad(text)(2.0)
     assert value == 4.0 + 0.5 * (n - 1) and dx == 2.0
     assert chad.primal(text)(2.0) == value
+    assert max(reached) >= source.BUDGET  # the budget stopped the rewrite
 
 
 def test_an_array_of_comparisons_is_not_a_number_array():
