@@ -44,8 +44,9 @@ from chad.arrays.bag import (
     to_dense, zeros,
 )
 from chad.arrays.nested_support import (
-    RowBags, _indices, _last_first, ones_bag, shared_adds, vdense_bags,
+    RowBags, _indices, ones_bag, shared_adds, vdense_bags,
 )
+from chad.arrays.bag import last_first as _last_first
 from chad import memory
 from chad.compile.known import NO_NEG_ZERO, iota
 from chad.compile.support import padd

@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 from attrs import frozen
 
+from chad.compile import kernels
 from chad.compile.ieee import quiet
 from chad.compile.known import NO_NEG_ZERO, is_iota
 from chad.compile.order import add_rows, column_sums
@@ -173,6 +174,74 @@ chad/compile/order.py).
             n, m = self.rows.shape
             self._idx = np.tile(np.arange(m, dtype=np.int64), n)
         return self._idx
+
+
+def last_first(parts: list, n: int, m: int, dtype):
+    """The rows of a chain of adds, last add first: element i's parts (n x m
+    each) in order, for i = 0 .. n-1, is the chain; its rows reversed, each
+    row's m values in order, flat, copied once."""
+    out = np.empty((n, len(parts), m), dtype=dtype)
+    back = out[::-1, ::-1]  # row (i, p) of the chain at the reversed place
+    size = out.itemsize
+    row = np.dtype((np.void, m * size)) if m else None
+    rows = out.view(row)[..., 0][::-1, ::-1] if m and n else None  # each row one item
+    for p, x in enumerate(parts):
+        x = np.asarray(x)
+        if rows is not None and x.dtype == dtype and x.shape == (n, m) and x.strides[1] == size:
+            # rows of m adjacent values copied whole (numpy's copy of the
+            # values one by one runs an inner loop of m per row: 3 times slower)
+            if x.strides[0] == m * size:
+                rows[:, p] = x.view(row)[:, 0]
+                continue
+            if x.strides[0] == 0:  # the same row for every element
+                rows[:, p] = np.ascontiguousarray(x[0]).view(row)[0]
+                continue
+        back[:, p] = x
+    return out.reshape(-1)
+
+
+
+class BChain(BArray):
+    """The adds an outer loop's n elements make to one cell, each of P bags of
+    m pairs at indices of their own (element i's p-th add: `parts[p]`, a pair
+    of n x m arrays, its values and int64 indices, row i), in the order
+    0, 1, ..., n-1, each element's in order: as a bag, the BArray of their
+    pairs in the order their chain of BPlus lists them (element n-1's last add
+    first, each add's m pairs in order). Its pairs are made only when
+    something collects them; a scatter adds them from the rows themselves
+    (chad/compile/kernels.py, chain: the same additions, in the same order).
+    Made by a nested loop's reverse pass (chad/arrays/nested_support.py)."""
+
+    __slots__ = ("parts", "n", "m", "_vals", "_idx")
+
+    def __init__(self, parts: list, n: int, m: int):
+        self.parts, self.n, self.m = parts, n, m
+        self._vals = self._idx = None
+        self._size = None
+
+    def __len__(self) -> int:
+        return self.n * len(self.parts) * self.m
+
+    def size(self) -> int:
+        return 1 + len(self)
+
+    @property
+    def vals(self):
+        if self._vals is None:
+            self._vals = last_first([x for x, _ix in self.parts], self.n, self.m, np.float64)
+        return self._vals
+
+    @property
+    def idx(self):
+        if self._idx is None:
+            self._idx = last_first([ix for _x, ix in self.parts], self.n, self.m, np.int64)
+        return self._idx
+
+    def scatter_into(self, out: np.ndarray):
+        """Its pairs added into out (1-D float64) in order: True, False at an
+        index out of range, None without the C loop."""
+        return kernels.chain(out, tuple(x for x, _ix in self.parts),
+                             tuple(ix for _x, ix in self.parts))
 
 
 @frozen
@@ -469,7 +538,13 @@ def scatter_reals(bag, n: int) -> np.ndarray | None:
             if one_idx and not _add_at(out, one_idx, one_val):
                 return None
             one_idx, one_val = [], []
-            if t is BRows:
+            if t is BChain:
+                done = b.scatter_into(out)
+                if done is None:  # (no C loop: its pairs, made)
+                    done = _add_at(out, b.idx, b.vals)
+                if not done:
+                    return None
+            elif t is BRows:
                 rows = b.rows
                 if not (rows.dtype == np.float64 and rows.ndim == 2 and rows.shape[1] == n):
                     return None
@@ -504,7 +579,12 @@ def _add_at(out: np.ndarray, idx, vals) -> bool:
         return False
     idx = idx.astype(np.int64, copy=False)
     vals = np.asarray(vals)
-    if vals.dtype != np.float64 or vals.shape != idx.shape or (len(idx) and idx.min() < 0):
+    if vals.dtype != np.float64 or vals.shape != idx.shape:
+        return False
+    done = kernels.scatter(out, idx, vals) if idx.ndim == 1 else None
+    if done is not None:  # the C loop (where built): the same additions
+        return done
+    if idx.min() < 0:
         return False
     try:  # (an index past the end: numpy's IndexError)
         np.add.at(out, idx, vals)

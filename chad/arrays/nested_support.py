@@ -31,7 +31,7 @@ from chad.compile.ieee import quiet
 from chad.compile.kernels import rows
 from chad.linear import LR
 
-from .bag import BEMPTY, Bag, BArray, BRows, to_dense
+from .bag import BEMPTY, Bag, BArray, BChain, BRows, to_dense
 
 
 class RowBags(PerElement):
@@ -209,29 +209,18 @@ def shared_adds(cells: list, level: int, items: list, n: int) -> None:
             return
     if type(cells) is list and n and all(kind == "rows" and x.ndim == 2 and x.shape[0] == n
                                          for kind, x, _idx in items):
-        # rows at indices of their own (an outer product's `a ! i`): the chain's
-        # pairs, last add first, as one BArray
+        # rows at indices of their own (an outer product's `a ! i`): the chain
+        # as one bag of its pairs, last add first (made only if collected)
         widths = {x.shape[1] for _kind, x, _idx in items}
         if len(widths) == 1:
             m = widths.pop()
-            vals = _last_first([x for _kind, x, _idx in items], n, m, np.float64)
-            idx = _last_first([_indices(ix, n, m) for _kind, _x, ix in items], n, m, np.int64)
-            cells[level] = padd(BArray(vals, idx), cells[level])
+            parts = [(np.broadcast_to(np.asarray(x, dtype=np.float64), (n, m)),
+                      _indices(ix, n, m)) for _kind, x, ix in items]
+            cells[level] = padd(BChain(parts, n, m), cells[level])
             return
     for i in range(n):
         for item in items:
             cells[level] = padd(item_bag(item, i), cells[level])
-
-
-def _last_first(parts: list, n: int, m: int, dtype):
-    """The rows of a chain of adds, last add first: element i's parts (n x m
-    each) in order, for i = 0 .. n-1, is the chain; its rows reversed, each
-    row's m values in order, flat, copied once."""
-    out = np.empty((n, len(parts), m), dtype=dtype)
-    back = out[::-1, ::-1]  # row (i, p) of the chain at the reversed place
-    for p, x in enumerate(parts):
-        back[:, p] = x
-    return out.reshape(-1)
 
 
 def _indices(idx, n: int, m: int):

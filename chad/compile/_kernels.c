@@ -1,6 +1,7 @@
 /* Loops numpy lacks, in C (chad/compile/kernels.py): running sums in the
- * evaluator's order, a select that does not branch, and the fold trees of
- * short rows.
+ * evaluator's order, a select that does not branch, the fold trees of short
+ * rows, and the dense sums of bags (column sums of short rows, np.add.at's
+ * additions, a chain of adds of rows at indices read from the rows).
  *
  * The reverse pass of a vectorised loop adds every element's contributions to
  * a cell the elements share one after the other, element 0's first, each
@@ -438,6 +439,228 @@ done:
     return result;
 }
 
+/* One 2-D strided view of doubles or of int64 (fmt 'q'). */
+typedef struct {
+    Py_buffer view;
+    const char *data;
+    Py_ssize_t rows, cols, rstride, cstride;
+    int held;
+} mat;
+
+static int get_mat(PyObject *obj, mat *a, char fmt) {
+    memset(a, 0, sizeof(*a));
+    if (PyObject_GetBuffer(obj, &a->view, PyBUF_STRIDES | PyBUF_FORMAT) < 0)
+        return -1;
+    a->held = 1;
+    const char *f = a->view.format ? a->view.format : "B";
+    if (f[0] == '=' || f[0] == '<' || f[0] == '@')
+        f++;
+    int ok = fmt == 'd' ? f[0] == 'd' : (f[0] == 'l' || f[0] == 'q');
+    if (a->view.ndim != 2 || !ok || f[1] != '\0' || a->view.itemsize != 8) {
+        PyErr_SetString(PyExc_TypeError, fmt == 'd' ? "expected a 2-D array of doubles"
+                                                    : "expected a 2-D array of int64");
+        PyBuffer_Release(&a->view);
+        a->held = 0;
+        return -1;
+    }
+    a->data = (const char *)a->view.buf;
+    a->rows = a->view.shape[0];
+    a->cols = a->view.shape[1];
+    a->rstride = a->view.strides[0];
+    a->cstride = a->view.strides[1];
+    return 0;
+}
+
+/* colsum(block, start, out) -> None
+ *
+ * block: a 2-D array of doubles (n rows of m, any strides); start: None (each
+ * column's sum starts from +0.0) or a 1-D array of m doubles; out: a writable
+ * 1-D array of m doubles (it may be start itself). out[j] = start[j] +
+ * block[0][j] + block[1][j] + ..., one addition after the other, row by row
+ * (chad/compile/order.py: column_sums, add_rows). */
+static PyObject *colsum(PyObject *self, PyObject *args) {
+    PyObject *block, *start, *out;
+    if (!PyArg_ParseTuple(args, "OOO", &block, &start, &out))
+        return NULL;
+    mat a;
+    vec st, o;
+    memset(&st, 0, sizeof(st));
+    if (get_mat(block, &a, 'd') < 0)
+        return NULL;
+    PyObject *result = NULL;
+    if (get_vec(out, &o, 'd', 1) < 0) {
+        PyBuffer_Release(&a.view);
+        return NULL;
+    }
+    if (start != Py_None && get_vec(start, &st, 'd', 0) < 0)
+        goto done;
+    if (o.len != a.cols || (st.held && st.len != a.cols)) {
+        PyErr_SetString(PyExc_ValueError, "colsum: the shapes do not match");
+        goto done;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    Py_ssize_t m = a.cols;
+    char *od = (char *)o.data;
+    for (Py_ssize_t j = 0; j < m; j++)
+        *(double *)(od + j * o.stride) = st.held ? AT(st, j) : 0.0;
+    if (o.stride == 8 && a.cstride == 8) {
+        double *restrict acc = (double *)od;
+        for (Py_ssize_t r = 0; r < a.rows; r++) {
+            const double *restrict row = (const double *)(a.data + r * a.rstride);
+            for (Py_ssize_t j = 0; j < m; j++)
+                acc[j] = acc[j] + row[j];
+        }
+    } else {
+        for (Py_ssize_t r = 0; r < a.rows; r++) {
+            const char *row = a.data + r * a.rstride;
+            for (Py_ssize_t j = 0; j < m; j++) {
+                double *x = (double *)(od + j * o.stride);
+                *x = *x + *(const double *)(row + j * a.cstride);
+            }
+        }
+    }
+    Py_END_ALLOW_THREADS
+    Py_INCREF(Py_None);
+    result = Py_None;
+done:
+    PyBuffer_Release(&a.view);
+    release(&o);
+    release(&st);
+    return result;
+}
+
+/* scatter(out, idx, vals) -> bool
+ *
+ * out: a writable 1-D array of doubles; idx: a 1-D array of int64; vals: a
+ * 1-D array of doubles as long. out[idx[k]] += vals[k] for k = 0, 1, ... in
+ * order (np.add.at's additions); False at the first index outside
+ * [0, len(out)) (out then holds the adds before it), else True. */
+static PyObject *scatter(PyObject *self, PyObject *args) {
+    PyObject *out, *idx, *vals;
+    if (!PyArg_ParseTuple(args, "OOO", &out, &idx, &vals))
+        return NULL;
+    vec o, v;
+    Py_buffer ix;
+    if (get_vec(out, &o, 'd', 1) < 0)
+        return NULL;
+    if (get_vec(vals, &v, 'd', 0) < 0) {
+        release(&o);
+        return NULL;
+    }
+    if (PyObject_GetBuffer(idx, &ix, PyBUF_STRIDES | PyBUF_FORMAT) < 0) {
+        release(&o);
+        release(&v);
+        return NULL;
+    }
+    PyObject *result = NULL;
+    const char *f = ix.format ? ix.format : "B";
+    if (f[0] == '=' || f[0] == '<' || f[0] == '@')
+        f++;
+    if (ix.ndim != 1 || ix.itemsize != 8 || (f[0] != 'l' && f[0] != 'q') || f[1] != '\0') {
+        PyErr_SetString(PyExc_TypeError, "scatter: expected a 1-D array of int64 indices");
+        goto done;
+    }
+    if (ix.shape[0] != v.len) {
+        PyErr_SetString(PyExc_ValueError, "scatter: indices and values differ in length");
+        goto done;
+    }
+    int ok = 1;
+    Py_BEGIN_ALLOW_THREADS
+    const char *id = (const char *)ix.buf;
+    Py_ssize_t is = ix.strides[0], n = o.len;
+    char *od = (char *)o.data;
+    for (Py_ssize_t k = 0; k < v.len; k++) {
+        int64_t i = *(const int64_t *)(id + k * is);
+        if (i < 0 || i >= n) {
+            ok = 0;
+            break;
+        }
+        double *x = (double *)(od + i * o.stride);
+        *x = *x + AT(v, k);
+    }
+    Py_END_ALLOW_THREADS
+    result = PyBool_FromLong(ok);
+done:
+    PyBuffer_Release(&ix);
+    release(&o);
+    release(&v);
+    return result;
+}
+
+/* chain(out, vals, idx) -> bool
+ *
+ * The pairs of a chain of adds of rows at indices to one cell, added into out
+ * in the order the chain's bag lists them (chad/arrays/bag.py, BChain): vals
+ * and idx are tuples of P 2-D arrays of n x m (doubles; int64 indices), part
+ * p's row i element i's p-th add; element n-1's adds first, its part P-1
+ * first, each row's m pairs in order: out[idx[p][i][j]] += vals[p][i][j].
+ * False at the first index outside [0, len(out)) (out then holds the adds
+ * before it), else True. */
+static PyObject *chain(PyObject *self, PyObject *args) {
+    PyObject *out, *vals, *idx;
+    if (!PyArg_ParseTuple(args, "OO!O!", &out, &PyTuple_Type, &vals, &PyTuple_Type, &idx))
+        return NULL;
+    Py_ssize_t P = PyTuple_GET_SIZE(vals);
+    if (PyTuple_GET_SIZE(idx) != P) {
+        PyErr_SetString(PyExc_ValueError, "chain: values and indices differ in number");
+        return NULL;
+    }
+    vec o;
+    if (get_vec(out, &o, 'd', 1) < 0)
+        return NULL;
+    mat *v = PyMem_Calloc(P ? P : 1, sizeof(mat));
+    mat *x = PyMem_Calloc(P ? P : 1, sizeof(mat));
+    PyObject *result = NULL;
+    if (!v || !x) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t p = 0; p < P; p++) {
+        if (get_mat(PyTuple_GET_ITEM(vals, p), &v[p], 'd') < 0 ||
+            get_mat(PyTuple_GET_ITEM(idx, p), &x[p], 'q') < 0)
+            goto done;
+        if (v[p].rows != v[0].rows || v[p].cols != v[0].cols || x[p].rows != v[0].rows ||
+            x[p].cols != v[0].cols) {
+            PyErr_SetString(PyExc_ValueError, "chain: the parts differ in shape");
+            goto done;
+        }
+    }
+    int ok = 1;
+    Py_BEGIN_ALLOW_THREADS
+    Py_ssize_t n = P ? v[0].rows : 0, m = P ? v[0].cols : 0, len = o.len;
+    char *od = (char *)o.data;
+    for (Py_ssize_t i = n - 1; i >= 0 && ok; i--) {
+        for (Py_ssize_t p = P - 1; p >= 0; p--) {
+            const char *vr = v[p].data + i * v[p].rstride;
+            const char *xr = x[p].data + i * x[p].rstride;
+            for (Py_ssize_t j = 0; j < m; j++) {
+                int64_t k = *(const int64_t *)(xr + j * x[p].cstride);
+                if (k < 0 || k >= len) {
+                    ok = 0;
+                    break;
+                }
+                double *d = (double *)(od + k * o.stride);
+                *d = *d + *(const double *)(vr + j * v[p].cstride);
+            }
+            if (!ok)
+                break;
+        }
+    }
+    Py_END_ALLOW_THREADS
+    result = PyBool_FromLong(ok);
+done:
+    for (Py_ssize_t p = 0; p < P && v && x; p++) {
+        if (v[p].held)
+            PyBuffer_Release(&v[p].view);
+        if (x[p].held)
+            PyBuffer_Release(&x[p].view);
+    }
+    PyMem_Free(v);
+    PyMem_Free(x);
+    release(&o);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"running", running, METH_VARARGS,
      "running(parts, masks, n, start): the sequential sum of the parts' values, "
@@ -449,6 +672,14 @@ static PyMethodDef methods[] = {
     {"tree", tree, METH_VARARGS,
      "tree(x, is_max, vals, leaves): each row's value and leaf of the evaluator's "
      "balanced fold tree of max (min)."},
+    {"colsum", colsum, METH_VARARGS,
+     "colsum(block, start, out): each column's sequential sum, row by row, into out."},
+    {"scatter", scatter, METH_VARARGS,
+     "scatter(out, idx, vals): out[idx[k]] += vals[k] in order; False at an index "
+     "out of range."},
+    {"chain", chain, METH_VARARGS,
+     "chain(out, vals, idx): a chain of adds of rows at indices, added into out in "
+     "its bag's order; False at an index out of range."},
     {NULL, NULL, 0, NULL},
 };
 

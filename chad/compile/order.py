@@ -17,15 +17,24 @@ order: those blocks take the loop. The order numpy uses is an implementation
 choice, not a documented promise, so it is checked once, on blocks built for
 the orders to differ (`_probe`), and the loop is used if numpy ever sums
 another way; tests/test_order.py compares both on cancelling values.
+
+Where the C extension is built (chad/compile/kernels.py) its loop `colsum`
+makes the same additions, in the same order, for rows of up to COLSUM_MAX
+values: numpy's reduce over rows of 2 or 5 values is about four times as
+slow (its inner loop runs along a row).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from chad.compile import kernels
 from chad.compile.ieee import quiet
 
 _F64 = np.dtype(np.float64)
+# rows up to this long: the C loop (4x numpy's reduce at 5 columns); longer
+# ones numpy's reduce, whose vector instructions the portable C build lacks
+COLSUM_MAX = 128
 _CHECKED: list[bool | None] = [None]
 
 
@@ -33,6 +42,10 @@ def column_sums(block: np.ndarray) -> np.ndarray:
     """A new array: 0.0 + block[0] + block[1] + ... in every column, in that
     order (block a 2-D float64 array with at least one row)."""
     n, m = block.shape
+    if block.dtype == _F64 and n and m <= COLSUM_MAX:
+        out = kernels.colsum(block)  # the C loop, where built
+        if out is not None:
+            return out
     with quiet():
         if (m >= 2 and block.dtype == _F64 and block.strides[1] == 8
                 and abs(block.strides[0]) >= 8 * m and _reduce_is_sequential()):
@@ -80,6 +93,10 @@ def add_rows(out: np.ndarray, block: np.ndarray) -> np.ndarray:
     stacked above the block in a C-ordered copy: numpy adds its rows in turn
     only when each row is contiguous)."""
     n, m = block.shape
+    if block.dtype == _F64 and out.dtype == _F64 and out.ndim == 1 and m <= COLSUM_MAX:
+        got = kernels.colsum(block, out)  # the C loop, where built
+        if got is not None:
+            return got
     with quiet():
         if n >= 8 and m >= 2 and _reduce_is_sequential():
             stacked = np.empty((n + 1, m))  # C-ordered, whatever block's layout
