@@ -216,3 +216,24 @@ def test_shared_adds_of_rows_at_indices_make_one_chain():
     want_idx = np.arange(len(want.vals)) if want.idx is None else want.idx
     assert _same(got.idx, np.asarray(want_idx, dtype=np.int64))
     assert _same(_indices(None, 2, 3), np.broadcast_to(np.arange(3), (2, 3)))
+
+
+def test_the_chain_loop_checks_every_index_before_adding():
+    """An index out of range anywhere (in a part whose rows are all the same,
+    or in the last row the loop reaches): False, and nothing added."""
+    if not kernels.native():
+        pytest.skip("the C extension is not built")
+    good = np.array([[0, 1], [1, 2], [2, 0]], dtype=np.int64)
+    for bad in (np.array([[0, 1], [1, 2], [2, 3]]), np.array([[-1, 1], [1, 2], [2, 0]]),
+                np.broadcast_to(np.array([0, 9]), (3, 2))):
+        out = np.arange(3.0)
+        vals = (np.ones((3, 2)), np.ones((3, 2)))
+        assert kernels.chain(out, vals, (good, bad.astype(np.int64))) is False
+        assert _same(out, np.arange(3.0))
+    out = np.zeros(3)
+    assert kernels.chain(out, (np.ones((3, 2)),), (good,)) is True
+    assert _same(out, np.array([2.0, 2.0, 2.0]))
+    with pytest.raises(ValueError):
+        kernels.chain(out, (np.ones((3, 2)),), (good[:2],))
+    with pytest.raises(TypeError):
+        kernels.chain(out, (np.ones((3, 2)),), (good.astype(np.float64),))

@@ -594,8 +594,8 @@ done:
  * and idx are tuples of P 2-D arrays of n x m (doubles; int64 indices), part
  * p's row i element i's p-th add; element n-1's adds first, its part P-1
  * first, each row's m pairs in order: out[idx[p][i][j]] += vals[p][i][j].
- * False at the first index outside [0, len(out)) (out then holds the adds
- * before it), else True. */
+ * False, and out unchanged, when an index is outside [0, len(out)); else
+ * True. */
 static PyObject *chain(PyObject *self, PyObject *args) {
     PyObject *out, *vals, *idx;
     if (!PyArg_ParseTuple(args, "OO!O!", &out, &PyTuple_Type, &vals, &PyTuple_Type, &idx))
@@ -629,9 +629,11 @@ static PyObject *chain(PyObject *self, PyObject *args) {
     Py_BEGIN_ALLOW_THREADS
     Py_ssize_t n = P ? v[0].rows : 0, m = P ? v[0].cols : 0, len = o.len;
     char *od = (char *)o.data;
-    for (Py_ssize_t i = n - 1; i >= 0 && ok; i--) {
-        for (Py_ssize_t p = P - 1; p >= 0; p--) {
-            const char *vr = v[p].data + i * v[p].rstride;
+    /* every index checked first (a part's one row, when every element's are
+     * the same): the loop below adds without a test */
+    for (Py_ssize_t p = 0; p < P && ok; p++) {
+        Py_ssize_t rows = x[p].rstride == 0 ? (n > 0) : n;
+        for (Py_ssize_t i = 0; i < rows && ok; i++) {
             const char *xr = x[p].data + i * x[p].rstride;
             for (Py_ssize_t j = 0; j < m; j++) {
                 int64_t k = *(const int64_t *)(xr + j * x[p].cstride);
@@ -639,11 +641,26 @@ static PyObject *chain(PyObject *self, PyObject *args) {
                     ok = 0;
                     break;
                 }
+            }
+        }
+    }
+    for (Py_ssize_t i = n - 1; i >= 0 && ok; i--) {
+        for (Py_ssize_t p = P - 1; p >= 0; p--) {
+            const char *vr = v[p].data + i * v[p].rstride;
+            const char *xr = x[p].data + i * x[p].rstride;
+            if (v[p].cstride == 8 && x[p].cstride == 8 && o.stride == 8) {
+                const double *vv = (const double *)vr;
+                const int64_t *xx = (const int64_t *)xr;
+                double *oo = (double *)od;
+                for (Py_ssize_t j = 0; j < m; j++)
+                    oo[xx[j]] = oo[xx[j]] + vv[j];
+                continue;
+            }
+            for (Py_ssize_t j = 0; j < m; j++) {
+                int64_t k = *(const int64_t *)(xr + j * x[p].cstride);
                 double *d = (double *)(od + k * o.stride);
                 *d = *d + *(const double *)(vr + j * v[p].cstride);
             }
-            if (!ok)
-                break;
         }
     }
     Py_END_ALLOW_THREADS

@@ -266,9 +266,9 @@ def scatter(out: np.ndarray, idx: np.ndarray, vals: np.ndarray):
 def chain(out: np.ndarray, vals: tuple, idx: tuple):
     """The pairs of a chain of adds of rows at indices (chad/arrays/bag.py,
     BChain: P parts of n x m values and int64 indices) added into the 1-D
-    float64 out in the chain's order: True, or False at the first index
-    outside out (out then holds the adds before it); None without the C loop
-    (the bag's pairs are then made and scattered)."""
+    float64 out in the chain's order: True, or False (out unchanged) when an
+    index is outside out; None without the C loop (the bag's pairs are then
+    made and scattered)."""
     if _native is None:
         return None
     return _native.chain(out, vals, idx)
