@@ -30,6 +30,7 @@ from functools import lru_cache
 import numpy as np
 
 from chad.compile.kernels import tree
+from chad.compile.shapes import broadcast
 from chad.compile.vectorise import BVal, Batcher, NotBatchable, function_block, nesting
 from chad.terms import Fst, Lam, Pair, Prim, Snd, Var, free_vars
 
@@ -99,7 +100,7 @@ def vfold(x, n: int, axis: int, rank: int, combine, live: int = 1):
         x = np.broadcast_to(x, shape)
     if n == 1:
         return x.take([0], axis=axis)
-    last = np.moveaxis(x, axis, -1)
+    last = x if axis == x.ndim - 1 else np.moveaxis(x, axis, -1)
     vals = np.empty(last.shape[:-1] + (2 * n - 1,))
     vals[..., :n] = last
     for ids, left, right in tree_levels(n):
@@ -182,13 +183,15 @@ def vtree2(x, n: int, axis: int, rank: int, is_max: bool, live: int = 1):
         shape = list(x.shape)
         shape[axis] = 1
         return np.zeros(shape), np.zeros(shape, dtype=np.int64)
-    last = np.moveaxis(x, axis, -1)
+    last = x if axis == x.ndim - 1 else np.moveaxis(x, axis, -1)
     # short rows (a nested loop's few clusters): the C loop, the tree itself,
     # NaN or not; numpy's argmax along a short row costs about 17 ns a row,
     # along a long one it is faster than the loop
     picked = tree(last.reshape(-1, n), is_max) if n <= TREE_ROW_MAX else None
     if picked is not None:
         shape = last.shape[:-1] + (1,)
+        if axis == x.ndim - 1:
+            return picked[0].reshape(shape), picked[1].reshape(shape)
         return (np.moveaxis(picked[0].reshape(shape), -1, axis),
                 np.moveaxis(picked[1].reshape(shape), -1, axis))
     if not np.isnan(x).any():
@@ -211,11 +214,15 @@ def vuntree2(d, leaf, n: int, axis: int):
     leaf, 0.0 at the others, along `axis` (n elements)."""
     leaf, d = np.asarray(leaf), np.asarray(d, dtype=np.float64)
     both = np.broadcast_shapes(leaf.shape, d.shape)  # (a tree the outer loop does not change)
-    leaf, d = np.broadcast_to(leaf, both), np.broadcast_to(d, both)
+    leaf, d = broadcast(leaf, both, leaf.dtype), broadcast(d, both)
     shape = list(both)
     shape[axis] = max(n, 0)  # (a negative size: a tree of no outer element, no leaf)
     out = np.zeros(shape)
     if not out.size:
+        return out
+    if len(shape) == 2 and axis == 1 and leaf.shape == (shape[0], 1):
+        # one leaf per row (np.put_along_axis's indexing, without its wrapper)
+        out[np.arange(shape[0]), leaf[:, 0]] = d[:, 0]
         return out
     np.put_along_axis(out, leaf, d, axis=axis)
     return out

@@ -22,6 +22,7 @@ from functools import partial
 import numpy as np
 
 from chad.compile.known import is_iota
+from chad.compile.shapes import broadcast
 from chad.compile.support import padd
 from chad.compile.vector_support import (
     Fallback, PerElement, numbers_array, place, vgather, vtake2,
@@ -32,6 +33,8 @@ from chad.compile.kernels import rows
 from chad.linear import LR
 
 from .bag import BEMPTY, Bag, BArray, BChain, BRows, to_dense
+
+_I64 = np.dtype(np.int64)
 
 
 class RowBags(PerElement):
@@ -115,9 +118,7 @@ class PairOnes:
 
     def add(self, idx, vals, shape: tuple) -> None:
         # (the forward pass's reads checked these indices: within int64)
-        idx = np.asarray(idx).astype(np.int64, copy=False)
-        self.adds.append((np.broadcast_to(idx, shape),
-                          np.broadcast_to(np.asarray(vals, dtype=np.float64), shape)))
+        self.adds.append((broadcast(idx, shape, _I64), broadcast(vals, shape)))
 
     def stacked(self, shape: tuple) -> tuple:
         """(idx, vals), n x m x K: the K adds of every element pair in order."""
@@ -214,8 +215,7 @@ def shared_adds(cells: list, level: int, items: list, n: int) -> None:
         widths = {x.shape[1] for _kind, x, _idx in items}
         if len(widths) == 1:
             m = widths.pop()
-            parts = [(np.broadcast_to(np.asarray(x, dtype=np.float64), (n, m)),
-                      _indices(ix, n, m)) for _kind, x, ix in items]
+            parts = [(broadcast(x, (n, m)), _indices(ix, n, m)) for _kind, x, ix in items]
             cells[level] = padd(BChain(parts, n, m), cells[level])
             return
     for i in range(n):
@@ -312,8 +312,7 @@ def vaddpair(cells: list, level: int, a, b, shape: tuple) -> None:
     cell a list of two n x m arrays of its own."""
     cur = cells[level]
     if cur is None:
-        cells[level] = [np.array(np.broadcast_to(np.asarray(x, dtype=np.float64), shape))
-                        for x in (a, b)]
+        cells[level] = [np.array(broadcast(x, shape)) for x in (a, b)]
         return
     np.add(cur[0], a, out=cur[0])
     np.add(cur[1], b, out=cur[1])
@@ -328,7 +327,7 @@ def vadd_in(cells: list, level: int, first: int, buf: dict, v, shape: tuple,
     if level >= first:
         vadd2(cells, level, v, shape, adopt)
         return
-    buf.setdefault(level, []).append(np.broadcast_to(np.asarray(v, dtype=np.float64), shape))
+    buf.setdefault(level, []).append(broadcast(v, shape))
 
 
 def inner_adds(cells: list, run, buf: dict, shape: tuple) -> None:

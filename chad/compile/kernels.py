@@ -131,7 +131,8 @@ def rows(values, n: int, start) -> np.ndarray:
     values = _flat(values)
     w = values.size // n if n else 0
     if start is not None:
-        start = np.broadcast_to(np.asarray(start, dtype=_F64), (n,))
+        start = start if type(start) is np.ndarray and start.shape == (n,) and \
+            start.dtype == _F64 else np.broadcast_to(np.asarray(start, dtype=_F64), (n,))
     if _native is not None:
         out = np.empty(n, dtype=_F64)
         _native.rows(values, n, start, out)

@@ -319,8 +319,8 @@ def vout(x, n: int, rank: int, dtype, fresh: bool, private: bool = False):
         x = x.astype(dtype)
         fresh = True
     x = x.reshape(x.shape[:1] if x.ndim else ())
-    if fresh and x.shape == (n,):
-        return x
+    if x.shape == (n,):
+        return x if fresh else np.array(x, dtype=dtype)
     return np.array(np.broadcast_to(x, (n,)), dtype=dtype)
 
 
