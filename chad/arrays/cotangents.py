@@ -8,6 +8,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 
 from chad import cotangents as C
@@ -18,12 +20,14 @@ from chad.types import ArrayT, Real
 from chad.values import _short
 
 from chad.compile.ieee import quiet
-from chad.compile.known import MatrixRows
+from chad.compile.known import NO_NEG_ZERO, MatrixRows
 from chad.compile.order import column_sums
 
 from .bag import BEMPTY, Bag, BArray, BPlus, leaves, to_dense
 from .evaluate import element
 from .nested_support import RowsTuple
+
+_SOLE = 4  # references to a matrix only a bag holds, seen in _rows_at_once
 
 
 def ctg_from_json(ty: ArrayT, j, path: str, primal=None):
@@ -91,7 +95,14 @@ def _rows_at_once(ty: ArrayT, primal, ct, n: int):
                 return None
     with quiet():
         if len(mats) == 1:
-            return tuple(np.add(mats[0], 0.0))
+            mat = mats[0]
+            if (mat in NO_NEG_ZERO and mat.flags.writeable and mat.flags.owndata
+                    and sys.getrefcount(mat) <= _SOLE):
+                # sums from +0.0, to which adding 0.0 changes nothing, that
+                # only the bag holds (its RowsTuple's slot, the list, the
+                # name, getrefcount's argument): the bag gives them up
+                return tuple(mat)
+            return tuple(np.add(mat, 0.0))
         block = np.stack(mats).reshape(len(mats), -1)
         return tuple(column_sums(block).reshape(shape))
 

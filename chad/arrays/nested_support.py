@@ -16,12 +16,13 @@ axis 1.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from functools import partial
 
 import numpy as np
 
-from chad.compile.known import is_iota
+from chad.compile.known import NO_NEG_ZERO, is_iota
 from chad.compile.shapes import broadcast
 from chad.compile.support import padd
 from chad.compile.vector_support import (
@@ -374,8 +375,12 @@ def _ones_adds(cells: list, run, level: int, parts: list, shape: tuple) -> None:
 
 def final2(cell, init, shape: tuple):
     """An inner scope's kept cells, as an array of `shape`: never added to,
-    its initial value (0.0 for none)."""
+    its initial value (0.0 for none); else the cells' array, recorded as free
+    of -0.0 when the sums started from a real other than -0.0 (as
+    vector_support's `_final`: chad/compile/known.py)."""
     if type(cell) is np.ndarray and cell.shape == shape:
+        if type(init) is float and not (init == 0.0 and math.copysign(1.0, init) < 0.0):
+            NO_NEG_ZERO.add(cell)
         return cell
     return np.full(shape, 0.0 if init is None else init)
 
