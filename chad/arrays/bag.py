@@ -33,6 +33,7 @@ from chad.compile import kernels
 from chad.compile.ieee import quiet
 from chad.compile.known import NO_NEG_ZERO, is_iota
 from chad.compile.order import add_rows, column_sums
+from chad.compile.scaled import ScaledRows
 from chad.errors import EvalError
 from chad.linear import LR, LType, plusv, size as size_of, zerov
 
@@ -500,7 +501,7 @@ def _dense_parts(bag, n: int) -> list | None:
             if not (rows.dtype == np.float64 and rows.ndim == 2 and rows.shape[1] == n):
                 return None
             if len(rows):
-                parts.append(rows[::-1])
+                parts.append(rows.reversed() if type(rows) is ScaledRows else rows[::-1])
         elif type(b) is BArray and b.idx is None:
             v = b.vals
             if not (isinstance(v, np.ndarray) and v.dtype == np.float64 and v.shape == (n,)):

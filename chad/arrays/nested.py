@@ -49,12 +49,15 @@ from chad.terms import (
 
 from .nested_support import (
     LoopAdds, Nested, PairOnes, RowBags, bag_cells, final2, flat, inner_adds, rows_of, vadd_in,
-    vaddpair, vbagadd,
+    vadd_scaled, vaddpair, vbagadd,
 )
 from .folds import vuntree2
 from .nodes import BEmptyT, SequenceScoped, UnTree
 
 _LOCAL = re.compile(r"[a-z]+[0-9]+")
+# products of two reals: x * y, and CHAD's linear real scaled by a primal one
+# (chad/primitives.py: both numpy's `*` batched)
+_PRODUCTS = ("MUL", "LSCALE")
 
 
 def forward_pairs_nested(gen, t, n: str) -> str | None:
@@ -407,6 +410,8 @@ class Exec(Batcher):
 
     def add(self, level: int, term) -> None:
         gen = self.gen
+        if self.inner is not None and self.inner_run is None and self._add_scaled(level, term):
+            return
         v = self.value(term)
         if v == "None":  # the sparse zero (a unit cell's final value): plusv(None, c) is c
             return
@@ -454,6 +459,28 @@ class Exec(Batcher):
         else:
             raise NotBatchable("an add of an unbatched value")
         gen.emit(f"_vadd({self.cells}, {level!r}, {self.run_}, {x}, {self.n})")
+
+    def _add_scaled(self, level: int, term) -> bool:
+        """An inner loop's add of `x * y` (MUL or LSCALE), x a real of the outer loop only and
+        y one of both loops (the cotangent of `v ! j` in `m ! i ! j * v ! j`:
+        d times the matrix): the product is not computed here but by
+        nested_support.vadd_scaled, which may keep it as its factors
+        (chad/compile/scaled.py). False (nothing emitted) for any other add."""
+        if not (type(term) is Prim and term.op in _PRODUCTS and type(term.arg) is Pair):
+            return False
+        args = [self.value(term.arg.left), self.value(term.arg.right)]
+        outer = [a for a in args if isinstance(a, BVal) and a.kind == "num" and a.elem == "R"
+                 and a.dims == {0}]
+        both = [a for a in args if isinstance(a, BVal) and a.kind == "num" and a.elem == "R"
+                and a.dims == {0, 1}]
+        if len(outer) != 1 or len(both) != 1:
+            return False
+        gen = self.gen
+        first, shape, levels, buf = (self.inner[k] for k in ("first", "shape", "levels", "buf"))
+        levels.append(level)
+        gen.emit(f"{gen.const(vadd_scaled, 'B')}({self.cells}, {level!r}, {first}, {buf}, "
+                 f"{self.numbers(outer[0])}, {self.numbers(both[0])}, {shape})")
+        return True
 
     def scope(self, m: ScopeEVM, k: Lam) -> None:
         """`scope init m >>= \\p -> k`: a cell per outer element (a bag of rows,

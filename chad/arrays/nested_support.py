@@ -23,6 +23,7 @@ from functools import partial
 import numpy as np
 
 from chad.compile.known import NO_NEG_ZERO, is_iota
+from chad.compile.scaled import ScaledRows
 from chad.compile.shapes import broadcast
 from chad.compile.support import padd
 from chad.compile.vector_support import (
@@ -280,7 +281,10 @@ def vdense_bags(cell, n: int, m: int):
 
 def rows_of(vals, n: int):
     """A BArray's values in a nested reverse pass: an n x m array (a value of
-    the outer loop only is the same row for every element)."""
+    the outer loop only is the same row for every element; a block of
+    products, `vadd_scaled`'s, as it is)."""
+    if type(vals) is ScaledRows and len(vals) == n:
+        return vals
     x = np.asarray(vals, dtype=np.float64)
     if x.ndim == 2 and x.shape[0] == n:
         return x
@@ -317,6 +321,25 @@ def vaddpair(cells: list, level: int, a, b, shape: tuple) -> None:
         return
     np.add(cur[0], a, out=cur[0])
     np.add(cur[1], b, out=cur[1])
+
+
+def vadd_scaled(cells: list, level: int, first: int, buf: dict, col, mat, shape: tuple) -> None:
+    """vadd_in of the product col * mat (an outer element's real, n x 1,
+    times the element pair's, n x m), computed for this add alone: the first
+    add to an element pair's cell that holds its initial real keeps the
+    product unmade (chad/compile/scaled.py: its column sums, the transposed
+    matrix-vector product, are then one pass over mat); anything else adds
+    the product as vadd_in does."""
+    if (level >= first and type(cells) is list and level < len(cells)
+            and (cells[level] is None or type(cells[level]) is float)
+            and type(col) is np.ndarray and type(mat) is np.ndarray
+            and col.dtype == mat.dtype == np.float64 and mat.shape == shape
+            and col.shape == (shape[0], 1)):
+        cells[level] = ScaledRows(col.reshape(-1), mat, cells[level])
+        return
+    with quiet():
+        v = np.multiply(col, mat)
+    vadd_in(cells, level, first, buf, v, shape, True)
 
 
 def vadd_in(cells: list, level: int, first: int, buf: dict, v, shape: tuple,
@@ -377,7 +400,10 @@ def final2(cell, init, shape: tuple):
     """An inner scope's kept cells, as an array of `shape`: never added to,
     its initial value (0.0 for none); else the cells' array, recorded as free
     of -0.0 when the sums started from a real other than -0.0 (as
-    vector_support's `_final`: chad/compile/known.py)."""
+    vector_support's `_final`: chad/compile/known.py); a block of products
+    added once (`vadd_scaled`) as it is."""
+    if type(cell) is ScaledRows:
+        return cell
     if type(cell) is np.ndarray and cell.shape == shape:
         if type(init) is float and not (init == 0.0 and math.copysign(1.0, init) < 0.0):
             NO_NEG_ZERO.add(cell)

@@ -529,6 +529,80 @@ done:
     return result;
 }
 
+/* colsum_scaled(col, mat, add, start, out) -> None
+ *
+ * The column sums of the block col[i] * mat[i][j] (+ add), never made: col a
+ * 1-D array of n doubles, mat a 2-D array of n x m (any strides), add None or
+ * a float added to every product, start None (from +0.0) or a 1-D array of m
+ * doubles; out[j] = start[j] + (col[0] * mat[0][j] + add) + (col[1] * ...) +
+ * ..., each product and sum an IEEE operation in that order (no fused
+ * multiply-add: the file is compiled with -ffp-contract=off). */
+static PyObject *colsum_scaled(PyObject *self, PyObject *args) {
+    PyObject *colo, *mato, *addo, *start, *out;
+    if (!PyArg_ParseTuple(args, "OOOOO", &colo, &mato, &addo, &start, &out))
+        return NULL;
+    double add = 0.0;
+    int have_add = addo != Py_None;
+    if (have_add) {
+        add = PyFloat_AsDouble(addo);
+        if (add == -1.0 && PyErr_Occurred())
+            return NULL;
+    }
+    vec c, st, o;
+    mat a;
+    memset(&st, 0, sizeof(st));
+    memset(&o, 0, sizeof(o));
+    if (get_vec(colo, &c, 'd', 0) < 0)
+        return NULL;
+    if (get_mat(mato, &a, 'd') < 0) {
+        release(&c);
+        return NULL;
+    }
+    PyObject *result = NULL;
+    if (get_vec(out, &o, 'd', 1) < 0)
+        goto done;
+    if (start != Py_None && get_vec(start, &st, 'd', 0) < 0)
+        goto done;
+    if (c.len != a.rows || o.len != a.cols || (st.held && st.len != a.cols)) {
+        PyErr_SetString(PyExc_ValueError, "colsum_scaled: the shapes do not match");
+        goto done;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    Py_ssize_t m = a.cols;
+    char *od = (char *)o.data;
+    for (Py_ssize_t j = 0; j < m; j++)
+        *(double *)(od + j * o.stride) = st.held ? AT(st, j) : 0.0;
+    for (Py_ssize_t r = 0; r < a.rows; r++) {
+        const double k = AT(c, r);
+        const char *row = a.data + r * a.rstride;
+        if (o.stride == 8 && a.cstride == 8) {
+            double *restrict acc = (double *)od;
+            const double *restrict x = (const double *)row;
+            if (have_add)
+                for (Py_ssize_t j = 0; j < m; j++)
+                    acc[j] = acc[j] + (k * x[j] + add);
+            else
+                for (Py_ssize_t j = 0; j < m; j++)
+                    acc[j] = acc[j] + k * x[j];
+        } else {
+            for (Py_ssize_t j = 0; j < m; j++) {
+                double *s = (double *)(od + j * o.stride);
+                double p = k * *(const double *)(row + j * a.cstride);
+                *s = *s + (have_add ? p + add : p);
+            }
+        }
+    }
+    Py_END_ALLOW_THREADS
+    Py_INCREF(Py_None);
+    result = Py_None;
+done:
+    release(&c);
+    PyBuffer_Release(&a.view);
+    release(&o);
+    release(&st);
+    return result;
+}
+
 /* scatter(out, idx, vals) -> bool
  *
  * out: a writable 1-D array of doubles; idx: a 1-D array of int64; vals: a
@@ -691,6 +765,9 @@ static PyMethodDef methods[] = {
      "balanced fold tree of max (min)."},
     {"colsum", colsum, METH_VARARGS,
      "colsum(block, start, out): each column's sequential sum, row by row, into out."},
+    {"colsum_scaled", colsum_scaled, METH_VARARGS,
+     "colsum_scaled(col, mat, add, start, out): the column sums of the block "
+     "col[i] * mat[i][j] (+ add), row by row, into out."},
     {"scatter", scatter, METH_VARARGS,
      "scatter(out, idx, vals): out[idx[k]] += vals[k] in order; False at an index "
      "out of range."},

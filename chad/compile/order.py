@@ -30,6 +30,7 @@ import numpy as np
 
 from chad.compile import kernels
 from chad.compile.ieee import quiet
+from chad.compile.scaled import ScaledRows, colsum as scaled_colsum
 
 _F64 = np.dtype(np.float64)
 # rows up to this long: the C loop (4x numpy's reduce at 5 columns); longer
@@ -41,6 +42,11 @@ _CHECKED: list[bool | None] = [None]
 def column_sums(block: np.ndarray) -> np.ndarray:
     """A new array: 0.0 + block[0] + block[1] + ... in every column, in that
     order (block a 2-D float64 array with at least one row)."""
+    if type(block) is ScaledRows:  # a block of products kept as its factors
+        out = scaled_colsum(block)
+        if out is not None:
+            return out
+        block = np.asarray(block)
     n, m = block.shape
     if block.dtype == _F64 and n and m <= COLSUM_MAX:
         out = kernels.colsum(block)  # the C loop, where built
@@ -92,6 +98,11 @@ def add_rows(out: np.ndarray, block: np.ndarray) -> np.ndarray:
     (row by row), or, for a longer block, a new array (one reduce over out
     stacked above the block in a C-ordered copy: numpy adds its rows in turn
     only when each row is contiguous)."""
+    if type(block) is ScaledRows:  # a block of products kept as its factors
+        got = scaled_colsum(block, out)
+        if got is not None:
+            return got
+        block = np.asarray(block)
     n, m = block.shape
     if block.dtype == _F64 and out.dtype == _F64 and out.ndim == 1 and m <= COLSUM_MAX:
         got = kernels.colsum(block, out)  # the C loop, where built

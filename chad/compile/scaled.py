@@ -1,0 +1,87 @@
+"""A block of products an outer loop's element and its inner elements make
+together, kept as its two factors until something reads it as an array.
+
+In a nested loop's reverse pass (docs/compiler.md, "Nested loops") the
+cotangent of a vector read in the inner body, `v ! j` in
+`m ! i ! j * v ! j`, is the outer element's cotangent times the matrix, `d[i]
+* m[i][j]`, added to the element pair's cell (which starts from a real), and
+then summed over the outer elements into v's cell, row after row (the
+transposed matrix-vector product, in the evaluator's order). numpy computes
+the n x m block of products, adds the cell's start to it, and sums its
+columns: three passes over a block that is written only to be read once.
+
+`ScaledRows(col, mat, start)` is that block, `col[i] * mat[i][j] + start`,
+unmade. Its column sums (`colsum`) are one C loop over mat
+(chad/compile/kernels.py, `colsum_scaled`: the same multiplications and
+additions in the same order). Anything else that reads it gets the array,
+made once, through numpy's `__array__` (and indexing, iteration, `len`): the
+same values the block of products would have had, bit for bit.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import kernels
+from .ieee import quiet
+
+_F64 = np.dtype(np.float64)
+
+
+class ScaledRows:
+    """The n x m block col[i] * mat[i][j] (+ start), made on first use."""
+
+    __slots__ = ("col", "mat", "start", "_array")
+
+    ndim = 2
+    dtype = _F64
+
+    def __init__(self, col: np.ndarray, mat: np.ndarray, start) -> None:
+        self.col = col        # n reals (1-D)
+        self.mat = mat        # n x m reals
+        self.start = start    # a real added to every product, or None
+        self._array = None
+
+    @property
+    def shape(self) -> tuple:
+        return self.mat.shape
+
+    def __len__(self) -> int:
+        return self.mat.shape[0]
+
+    def array(self) -> np.ndarray:
+        """The block (made once): the products, then the start added, as the
+        adds of the element pairs' cells compute them."""
+        if self._array is None:
+            with quiet():
+                a = np.multiply(self.col.reshape(-1, 1), self.mat)
+                if self.start is not None:
+                    np.add(a, self.start, out=a)
+            self._array = a
+        return self._array
+
+    def __array__(self, dtype=None, copy=None):
+        a = self.array()
+        return a if dtype is None else a.astype(dtype, copy=False)
+
+    def __getitem__(self, key):
+        return self.array()[key]
+
+    def __iter__(self):
+        return iter(self.array())
+
+    def reversed(self) -> "ScaledRows":
+        """Its rows in the other order (views of the factors)."""
+        out = ScaledRows(self.col[::-1], self.mat[::-1], self.start)
+        if self._array is not None:
+            out._array = self._array[::-1]
+        return out
+
+
+def colsum(block: ScaledRows, start=None):
+    """start (or +0.0) + block[0] + block[1] + ... in every column, row after
+    row (chad/compile/order.py column_sums / add_rows for this block), from
+    its factors where the C loop is built; None without it."""
+    if block._array is not None:
+        return None
+    return kernels.colsum_scaled(block.col, block.mat, block.start, start)
