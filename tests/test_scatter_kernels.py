@@ -81,13 +81,13 @@ def test_colsum_starts_from_plus_zero_and_reads_any_layout():
     assert _same(kernels.colsum(block, np.array([-0.0, -0.0])), np.array([-0.0, 1.0]))
     start = np.array([1.0, 2.0])
     out = np.empty(2)
-    kernels._native.colsum(block, start, start)  # out may be start itself
+    kernels._native.colsum(None, block, None, start, start)  # out may be start itself
     assert _same(start, np.array([1.0, 3.0]))
     for bad in (np.zeros(3), np.zeros((2, 2), dtype=np.int64), np.zeros((2, 2), dtype=">f8")):
         with pytest.raises(TypeError):
-            kernels._native.colsum(bad, None, out)
+            kernels._native.colsum(None, bad, None, None, out)
     with pytest.raises(ValueError):
-        kernels._native.colsum(np.zeros((2, 3)), None, out)
+        kernels._native.colsum(None, np.zeros((2, 3)), None, None, out)
 
 
 def _scatter_loop(out, idx, vals):

@@ -471,30 +471,39 @@ static int get_mat(PyObject *obj, mat *a, char fmt) {
     return 0;
 }
 
-/* colsum(block, start, out) -> None
+/* colsum(col, block, add, start, out) -> None
  *
- * block: a 2-D array of doubles (n rows of m, any strides); start: None (each
- * column's sum starts from +0.0) or a 1-D array of m doubles; out: a writable
- * 1-D array of m doubles (it may be start itself). out[j] = start[j] +
- * block[0][j] + block[1][j] + ..., one addition after the other, row by row
- * (chad/compile/order.py: column_sums, add_rows). */
+ * The column sums of a block of n x m doubles (any strides), row after row:
+ * out[j] = start[j] (or +0.0 when start is None) + b[0][j] + b[1][j] + ...,
+ * one addition after the other (chad/compile/order.py: column_sums,
+ * add_rows). With col (a 1-D array of n doubles, else None) and add (a
+ * float, else None) the block is that of the products col[i] * block[i][j]
+ * (+ add), never made (chad/compile/scaled.py): each product and sum an IEEE
+ * operation in that order (no fused multiply-add: the file is compiled with
+ * -ffp-contract=off). out may be start itself. */
 static PyObject *colsum(PyObject *self, PyObject *args) {
-    PyObject *block, *start, *out;
-    if (!PyArg_ParseTuple(args, "OOO", &block, &start, &out))
+    PyObject *colo, *block, *addo, *start, *out;
+    if (!PyArg_ParseTuple(args, "OOOOO", &colo, &block, &addo, &start, &out))
         return NULL;
+    double add = 0.0;
+    int have_add = addo != Py_None, have_col = colo != Py_None;
+    if (have_add) {
+        add = PyFloat_AsDouble(addo);
+        if (add == -1.0 && PyErr_Occurred())
+            return NULL;
+    }
     mat a;
-    vec st, o;
+    vec c, st, o;
+    memset(&c, 0, sizeof(c));
     memset(&st, 0, sizeof(st));
+    memset(&o, 0, sizeof(o));
     if (get_mat(block, &a, 'd') < 0)
         return NULL;
     PyObject *result = NULL;
-    if (get_vec(out, &o, 'd', 1) < 0) {
-        PyBuffer_Release(&a.view);
-        return NULL;
-    }
-    if (start != Py_None && get_vec(start, &st, 'd', 0) < 0)
+    if ((have_col && get_vec(colo, &c, 'd', 0) < 0) || get_vec(out, &o, 'd', 1) < 0 ||
+        (start != Py_None && get_vec(start, &st, 'd', 0) < 0))
         goto done;
-    if (o.len != a.cols || (st.held && st.len != a.cols)) {
+    if (o.len != a.cols || (st.held && st.len != a.cols) || (have_col && c.len != a.rows)) {
         PyErr_SetString(PyExc_ValueError, "colsum: the shapes do not match");
         goto done;
     }
@@ -503,101 +512,42 @@ static PyObject *colsum(PyObject *self, PyObject *args) {
     char *od = (char *)o.data;
     for (Py_ssize_t j = 0; j < m; j++)
         *(double *)(od + j * o.stride) = st.held ? AT(st, j) : 0.0;
-    if (o.stride == 8 && a.cstride == 8) {
-        double *restrict acc = (double *)od;
-        for (Py_ssize_t r = 0; r < a.rows; r++) {
-            const double *restrict row = (const double *)(a.data + r * a.rstride);
-            for (Py_ssize_t j = 0; j < m; j++)
-                acc[j] = acc[j] + row[j];
-        }
-    } else {
-        for (Py_ssize_t r = 0; r < a.rows; r++) {
-            const char *row = a.data + r * a.rstride;
-            for (Py_ssize_t j = 0; j < m; j++) {
-                double *x = (double *)(od + j * o.stride);
-                *x = *x + *(const double *)(row + j * a.cstride);
-            }
-        }
-    }
-    Py_END_ALLOW_THREADS
-    Py_INCREF(Py_None);
-    result = Py_None;
-done:
-    PyBuffer_Release(&a.view);
-    release(&o);
-    release(&st);
-    return result;
-}
-
-/* colsum_scaled(col, mat, add, start, out) -> None
- *
- * The column sums of the block col[i] * mat[i][j] (+ add), never made: col a
- * 1-D array of n doubles, mat a 2-D array of n x m (any strides), add None or
- * a float added to every product, start None (from +0.0) or a 1-D array of m
- * doubles; out[j] = start[j] + (col[0] * mat[0][j] + add) + (col[1] * ...) +
- * ..., each product and sum an IEEE operation in that order (no fused
- * multiply-add: the file is compiled with -ffp-contract=off). */
-static PyObject *colsum_scaled(PyObject *self, PyObject *args) {
-    PyObject *colo, *mato, *addo, *start, *out;
-    if (!PyArg_ParseTuple(args, "OOOOO", &colo, &mato, &addo, &start, &out))
-        return NULL;
-    double add = 0.0;
-    int have_add = addo != Py_None;
-    if (have_add) {
-        add = PyFloat_AsDouble(addo);
-        if (add == -1.0 && PyErr_Occurred())
-            return NULL;
-    }
-    vec c, st, o;
-    mat a;
-    memset(&st, 0, sizeof(st));
-    memset(&o, 0, sizeof(o));
-    if (get_vec(colo, &c, 'd', 0) < 0)
-        return NULL;
-    if (get_mat(mato, &a, 'd') < 0) {
-        release(&c);
-        return NULL;
-    }
-    PyObject *result = NULL;
-    if (get_vec(out, &o, 'd', 1) < 0)
-        goto done;
-    if (start != Py_None && get_vec(start, &st, 'd', 0) < 0)
-        goto done;
-    if (c.len != a.rows || o.len != a.cols || (st.held && st.len != a.cols)) {
-        PyErr_SetString(PyExc_ValueError, "colsum_scaled: the shapes do not match");
-        goto done;
-    }
-    Py_BEGIN_ALLOW_THREADS
-    Py_ssize_t m = a.cols;
-    char *od = (char *)o.data;
-    for (Py_ssize_t j = 0; j < m; j++)
-        *(double *)(od + j * o.stride) = st.held ? AT(st, j) : 0.0;
     for (Py_ssize_t r = 0; r < a.rows; r++) {
-        const double k = AT(c, r);
         const char *row = a.data + r * a.rstride;
         if (o.stride == 8 && a.cstride == 8) {
             double *restrict acc = (double *)od;
             const double *restrict x = (const double *)row;
+            if (!have_col) {
+                for (Py_ssize_t j = 0; j < m; j++)
+                    acc[j] = acc[j] + x[j];
+                continue;
+            }
+            const double k = AT(c, r);
             if (have_add)
                 for (Py_ssize_t j = 0; j < m; j++)
                     acc[j] = acc[j] + (k * x[j] + add);
             else
                 for (Py_ssize_t j = 0; j < m; j++)
                     acc[j] = acc[j] + k * x[j];
-        } else {
-            for (Py_ssize_t j = 0; j < m; j++) {
-                double *s = (double *)(od + j * o.stride);
-                double p = k * *(const double *)(row + j * a.cstride);
-                *s = *s + (have_add ? p + add : p);
+            continue;
+        }
+        for (Py_ssize_t j = 0; j < m; j++) {
+            double *s = (double *)(od + j * o.stride);
+            double p = *(const double *)(row + j * a.cstride);
+            if (have_col) {
+                p = AT(c, r) * p;
+                if (have_add)
+                    p = p + add;
             }
+            *s = *s + p;
         }
     }
     Py_END_ALLOW_THREADS
     Py_INCREF(Py_None);
     result = Py_None;
 done:
-    release(&c);
     PyBuffer_Release(&a.view);
+    release(&c);
     release(&o);
     release(&st);
     return result;
@@ -669,7 +619,8 @@ done:
  * p's row i element i's p-th add; element n-1's adds first, its part P-1
  * first, each row's m pairs in order: out[idx[p][i][j]] += vals[p][i][j].
  * False, and out unchanged, when an index is outside [0, len(out)); else
- * True. */
+ * True. (Indices are tested again as they are used: nothing is written
+ * outside out, even if another thread changes them meanwhile.) */
 static PyObject *chain(PyObject *self, PyObject *args) {
     PyObject *out, *vals, *idx;
     if (!PyArg_ParseTuple(args, "OO!O!", &out, &PyTuple_Type, &vals, &PyTuple_Type, &idx))
@@ -722,19 +673,34 @@ static PyObject *chain(PyObject *self, PyObject *args) {
         for (Py_ssize_t p = P - 1; p >= 0; p--) {
             const char *vr = v[p].data + i * v[p].rstride;
             const char *xr = x[p].data + i * x[p].rstride;
+            /* (each index tested again as it is used, an unsigned compare: the
+             * arrays are the caller's, and the GIL is released, so nothing
+             * written outside out even if another thread changed them) */
             if (v[p].cstride == 8 && x[p].cstride == 8 && o.stride == 8) {
                 const double *vv = (const double *)vr;
                 const int64_t *xx = (const int64_t *)xr;
                 double *oo = (double *)od;
-                for (Py_ssize_t j = 0; j < m; j++)
-                    oo[xx[j]] = oo[xx[j]] + vv[j];
-                continue;
+                for (Py_ssize_t j = 0; j < m; j++) {
+                    int64_t k = xx[j];
+                    if ((uint64_t)k >= (uint64_t)len) {
+                        ok = 0;
+                        break;
+                    }
+                    oo[k] = oo[k] + vv[j];
+                }
+            } else {
+                for (Py_ssize_t j = 0; j < m; j++) {
+                    int64_t k = *(const int64_t *)(xr + j * x[p].cstride);
+                    if ((uint64_t)k >= (uint64_t)len) {
+                        ok = 0;
+                        break;
+                    }
+                    double *d = (double *)(od + k * o.stride);
+                    *d = *d + *(const double *)(vr + j * v[p].cstride);
+                }
             }
-            for (Py_ssize_t j = 0; j < m; j++) {
-                int64_t k = *(const int64_t *)(xr + j * x[p].cstride);
-                double *d = (double *)(od + k * o.stride);
-                *d = *d + *(const double *)(vr + j * v[p].cstride);
-            }
+            if (!ok)
+                break;
         }
     }
     Py_END_ALLOW_THREADS
@@ -764,10 +730,8 @@ static PyMethodDef methods[] = {
      "tree(x, is_max, vals, leaves): each row's value and leaf of the evaluator's "
      "balanced fold tree of max (min)."},
     {"colsum", colsum, METH_VARARGS,
-     "colsum(block, start, out): each column's sequential sum, row by row, into out."},
-    {"colsum_scaled", colsum_scaled, METH_VARARGS,
-     "colsum_scaled(col, mat, add, start, out): the column sums of the block "
-     "col[i] * mat[i][j] (+ add), row by row, into out."},
+     "colsum(col, block, add, start, out): each column's sequential sum, row by row, "
+     "into out (of the products col[i] * block[i][j] (+ add) when col is not None)."},
     {"scatter", scatter, METH_VARARGS,
      "scatter(out, idx, vals): out[idx[k]] += vals[k] in order; False at an index "
      "out of range."},

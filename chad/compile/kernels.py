@@ -37,9 +37,9 @@ reduce adds in that order too, but its inner loop runs along a row: 1.5 ms
 for 10^5 rows of 5, the loop 0.35 ms.
 `scatter(out, idx, vals)`: np.add.at's additions, in the same order
 (chad/arrays/bag.py: the pairs of a bag at indices): np.add.at took 1.2 ms for
-10^6 pairs. `colsum_scaled(col, mat, add, start)`: the column sums of a
-block of products col[i] * mat[i][j] (+ add) from its factors, the block never
-made (chad/compile/scaled.py). `chain(out, vals, idx)`: the same for the pairs of a chain of
+10^6 pairs. `colsum(block, start, col, add)` also sums the columns of a
+block of products col[i] * block[i][j] (+ add) from its factors, the block
+never made (chad/compile/scaled.py). `chain(out, vals, idx)`: the same for the pairs of a chain of
 adds of rows (a nested loop's adds to a shared cell at indices), read from
 the rows themselves instead of the pairs' two arrays made first.
 
@@ -245,14 +245,17 @@ def _int_bits(x, shape: tuple):
     return None
 
 
-def colsum(block: np.ndarray, start=None):
+def colsum(block: np.ndarray, start=None, col=None, add=None):
     """A new array: start (or +0.0) + block[0] + block[1] + ... in every column
-    of the 2-D float64 block, one addition after the other; None without the C
-    loop (chad/compile/order.py then has numpy's)."""
+    of the 2-D float64 block, one addition after the other; with col (n reals)
+    the block is that of the products col[i] * block[i][j] (+ add, a real),
+    computed as numpy computes them, never made (chad/compile/scaled.py). None
+    without the C loop (chad/compile/order.py then has numpy's)."""
     if _native is None:
         return None
-    out = np.empty(block.shape[1], dtype=_F64)
-    _native.colsum(block, start, out)
+    # (a block not 2-D: the C loop's TypeError, not an error of the sizing)
+    out = np.empty(np.shape(block)[1] if np.ndim(block) == 2 else 0, dtype=_F64)
+    _native.colsum(col, block, add, start, out)
     return out
 
 
@@ -264,18 +267,6 @@ def scatter(out: np.ndarray, idx: np.ndarray, vals: np.ndarray):
     if _native is None:
         return None
     return _native.scatter(out, idx, vals)
-
-
-def colsum_scaled(col: np.ndarray, mat: np.ndarray, add, start=None):
-    """A new array: start (or +0.0) + row 0 + row 1 + ... in every column of
-    the block col[i] * mat[i][j] (+ add, a real, when not None), each
-    element's product (and add) computed as numpy does and the rows added one
-    after the other (chad/compile/scaled.py); None without the C loop."""
-    if _native is None:
-        return None
-    out = np.empty(mat.shape[1], dtype=_F64)
-    _native.colsum_scaled(col, mat, add, start, out)
-    return out
 
 
 def chain(out: np.ndarray, vals: tuple, idx: tuple):

@@ -12,8 +12,8 @@ columns: three passes over a block that is written only to be read once.
 
 `ScaledRows(col, mat, start)` is that block, `col[i] * mat[i][j] + start`,
 unmade. Its column sums (`colsum`) are one C loop over mat
-(chad/compile/kernels.py, `colsum_scaled`: the same multiplications and
-additions in the same order). Anything else that reads it gets the array,
+(chad/compile/kernels.py, `colsum` given the factors: the same
+multiplications and additions in the same order). Anything else that reads it gets the array,
 made once, through numpy's `__array__` (and indexing, iteration, `len`): the
 same values the block of products would have had, bit for bit.
 """
@@ -84,4 +84,4 @@ def colsum(block: ScaledRows, start=None):
     its factors where the C loop is built; None without it."""
     if block._array is not None:
         return None
-    return kernels.colsum_scaled(block.col, block.mat, block.start, start)
+    return kernels.colsum(block.mat, start, block.col, block.start)
