@@ -15,7 +15,10 @@ unmade. Its column sums (`colsum`) are one C loop over mat
 (chad/compile/kernels.py, `colsum` given the factors: the same
 multiplications and additions in the same order). Anything else that reads it gets the array,
 made once, through numpy's `__array__` (and indexing, iteration, `len`): the
-same values the block of products would have had, bit for bit.
+same values the block of products would have had, bit for bit, and so do
+Python's operators and any other attribute of an array: a kept block can be a
+let's final cotangent in the inner body, which the generated code goes on
+computing with (`x * 2.0`, `-x`).
 """
 
 from __future__ import annotations
@@ -62,7 +65,9 @@ class ScaledRows:
 
     def __array__(self, dtype=None, copy=None):
         a = self.array()
-        return a if dtype is None else a.astype(dtype, copy=False)
+        if dtype is not None and np.dtype(dtype) != a.dtype:
+            return a.astype(dtype)
+        return a.copy() if copy else a  # (np.array(block): a copy of its own)
 
     def __getitem__(self, key):
         return self.array()[key]
@@ -70,12 +75,38 @@ class ScaledRows:
     def __iter__(self):
         return iter(self.array())
 
+    def __getattr__(self, name: str):
+        # anything else an array has (strides, flags, reshape, T, ...) is
+        # the made block's; numpy's own protocols go through __array__
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(self.array(), name)
+
     def reversed(self) -> "ScaledRows":
         """Its rows in the other order (views of the factors)."""
         out = ScaledRows(self.col[::-1], self.mat[::-1], self.start)
         if self._array is not None:
             out._array = self._array[::-1]
         return out
+
+
+def _made(name: str):
+    def operator(self, *args):
+        return getattr(self.array(), name)(*args)
+
+    operator.__name__ = name
+    return operator
+
+
+# Python's operators on the block (the generated code's `x * 2.0`, `-x`) are
+# the made block's: a kept block may be a let's final cotangent, which the
+# code goes on computing with
+for _name in ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__",
+              "__truediv__", "__rtruediv__", "__floordiv__", "__rfloordiv__", "__mod__",
+              "__rmod__", "__pow__", "__rpow__", "__matmul__", "__rmatmul__", "__neg__",
+              "__pos__", "__abs__", "__lt__", "__le__", "__gt__", "__ge__", "__eq__", "__ne__"):
+    setattr(ScaledRows, _name, _made(_name))
+ScaledRows.__hash__ = None  # (as an array's)
 
 
 def colsum(block: ScaledRows, start=None):
