@@ -103,3 +103,44 @@ def test_the_same_bits_as_with_the_whole_array(name, evm, monkeypatch):
     monkeypatch.setattr(vector_support.VecBack, "run", whole)
     slow = [_bits(grad(0.7, xs, ctg=c)) for c in CTGS]
     assert fast == slow
+
+
+# ------------------------------------------------------------- the fill of ones
+
+
+def test_the_fill_of_ones_is_made_once_per_length_and_never_writeable():
+    """bag.fill keeps its last n copies of 1.0 (a gradient's output
+    cotangent) and gives them again: numpy refuses to make them writeable,
+    so no caller can change them; other values and lengths are new."""
+    from chad.arrays.bag import fill
+
+    ones = fill(7, 1.0)
+    assert fill(7, 1.0) is ones and ones.tobytes() == np.ones(7).tobytes()
+    with pytest.raises(ValueError):
+        ones.flags.writeable = True
+    for n, x in ((8, 1.0), (7, 2.0), (7, -0.0), (7, math.nan)):
+        other = fill(n, x)
+        assert other is not ones and not other.flags.writeable
+        assert np.array_equal(other, np.full(n, x), equal_nan=True)
+
+
+@pytest.mark.parametrize("evm", ["array", "map", "parallel"])
+def test_gradients_after_the_kept_ones_are_arrays_of_their_own(evm):
+    """Two gradient calls (output cotangent 1.0 both times): their array
+    cotangents are the interpreter's, writeable, and share no memory with
+    each other or with the kept ones."""
+    from chad.arrays.bag import fill
+
+    text = "def f(a : Array R, b : Array R) : R = sum (build (length a) (\\i -> a ! i * b ! i))"
+    rng = np.random.default_rng(9)
+    a, b = rng.standard_normal(6), rng.standard_normal(6)
+    g = chad.grad(text, evm=evm)
+    first, second = g(a, b)[1], g(a, b)[1]
+    want = chad.grad(text, evm=evm, backend="interp")(a, b)[1]
+    ones = fill(6, 1.0)
+    for got in (first, second):
+        for x, w in zip(got, want):
+            assert np.asarray(x).tobytes() == np.asarray(w).tobytes()
+            assert x.flags.writeable and not np.shares_memory(x, ones)
+    for x, y in zip(first, second):
+        assert not np.shares_memory(x, y)

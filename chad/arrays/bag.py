@@ -409,10 +409,22 @@ def dense_of(items: list, elem_lt: LType):
 
 def fill(n: int, x) -> np.ndarray:
     """n copies of the real x as one read-only view of a single element (as
-    np.broadcast_to, at a quarter of its cost)."""
-    out = np.ndarray((n,), np.float64, np.array([x], dtype=np.float64), 0, (0,))
+    np.broadcast_to, at a quarter of its cost). The last one of 1.0 (a
+    gradient's output cotangent) is given again for the same n: it can never
+    be changed (numpy refuses to make it writeable)."""
+    if x == 1.0 and n == _ONES[0]:
+        return _ONES[1]
+    one = np.array([x], dtype=np.float64)
+    if x == 1.0:  # (a view of a read-only array: never made writeable again)
+        one.flags.writeable = False
+    out = np.ndarray((n,), np.float64, one, 0, (0,))
     out.flags.writeable = False
+    if x == 1.0:
+        _ONES[0], _ONES[1] = n, out
     return out
+
+
+_ONES: list = [-1, None]  # fill's last n copies of 1.0: (n, the array)
 
 
 def dense_real(bag, n: int, take: bool = False):

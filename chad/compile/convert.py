@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from chad.compile.known import MatrixRows
-from chad.cotangents import ctg_from_json, densify
+from chad.cotangents import _codec, ctg_from_json, densify
 from chad.types import ArrayT, Int, Prod, Real, Type, UnitT
 
 _SLOW = object()
@@ -144,6 +144,9 @@ def _fast_dense(ty: Type):
             return (fa(v[0], c[0]), fb(v[1], c[1]))
 
         return pair
+    ext = _codec(ty, "densify")  # a type former's own (arrays): looked up once
+    if ext is not None:
+        return lambda v, c: ext(ty, v, c)
     return lambda v, c: densify(ty, v, c)
 
 
