@@ -338,12 +338,29 @@ def test_adopted_products_are_the_interpreters_on_every_runtime(outer, body):
             assert _bits(chad.grad(text, evm=evm)(*args)) == want, (evm, rows, cols)
 
 
-@pytest.mark.parametrize("body", ["smv", "let_twice", "square", "lets", "max"])
+@pytest.mark.parametrize("body", ["let_twice", "square", "lets", "max"])
 def test_the_programs_above_do_adopt(body, adoptions):
     # (guards the relevance of the comparisons: the adopting path runs)
     text = OUTERS["sum"].replace("{B}", NESTED[body])
     chad.grad(text)(*_args(np.random.default_rng(1), 3, 4))
     assert adoptions[0] > 0
+
+
+def test_the_sum_of_a_matrix_vector_product_keeps_its_products(monkeypatch):
+    # (its two products, d * v ! j and d * m ! i ! j, are kept as their factors
+    # now, chad/compile/scaled.py, instead of adopted: that path runs)
+    from chad.compile import scaled
+
+    made = [0]
+    real = scaled.ScaledRows.__init__
+
+    def init(self, *a):
+        made[0] += 1
+        real(self, *a)
+
+    monkeypatch.setattr(scaled.ScaledRows, "__init__", init)
+    chad.grad(OUTERS["sum"].replace("{B}", NESTED["smv"]))(*_args(np.random.default_rng(1), 3, 4))
+    assert made[0] >= 2  # (and the reversed view of one, for its column sums)
 
 
 MATRIX_OUT = ("def f(m : Array (Array R), v : Array R) : Array (Array R) = "

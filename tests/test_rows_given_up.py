@@ -1,7 +1,9 @@
 """A nested loop's dense matrix cotangent without its last copy
 (chad/arrays/cotangents.py `_rows_at_once`): the element pairs' cells summed
 from +0.0 (recorded by nested_support.final2 as free of -0.0, for which
-0.0 + x is x) that only the bag holds are given to the caller as they are;
+0.0 + x is x) that only the bag holds are given to the caller as they are
+(a block of products kept as its factors, chad/compile/scaled.py, made in
+one pass first and recorded the same way);
 a matrix anything else holds, or one that may hold -0.0, is copied with
 0.0 added, as before. The values are the interpreter's either way."""
 

@@ -178,3 +178,74 @@ def test_the_transposed_product_is_summed_from_the_factors(monkeypatch):
     made = chad.grad(SMV + " ")(*args)  # (another text: compiled again, with made_now)
     assert not any(calls)
     assert _same(_flat(kept), _flat(made))
+
+
+@pytest.mark.parametrize("add", [None, 0.0, -0.0, 2.5, math.nan])
+def test_the_block_made_in_one_pass_is_numpys(add):
+    """kernels.scaled (the block made, one pass) against numpy's multiply
+    and add of the real, bit for bit, on every layout (a broadcast row: an
+    outer product's)."""
+    if not kernels.native():
+        pytest.skip("the C extension is not built")
+    rng = np.random.default_rng(11)
+    with np.errstate(all="ignore"):
+        for col, mat in list(_blocks(rng, 5, 7)) + [(_values(rng, (5,)),
+                                                     np.broadcast_to(_values(rng, (7,)), (5, 7)))]:
+            want = np.multiply(col.reshape(-1, 1), mat)
+            if add is not None:
+                want = np.add(want, add)
+            got = kernels.scaled(col, mat, add)
+            assert got.flags.c_contiguous and _same(got, want)
+            assert _same(np.asarray(ScaledRows(col, mat, add)), want)
+    with pytest.raises(ValueError):
+        kernels._native.scaled(np.ones(2), np.ones((3, 3)), None, np.empty((3, 3)))
+    with pytest.raises(ValueError):
+        kernels._native.scaled(np.ones(3), np.ones((3, 3)), None, np.empty((3, 2)))
+
+
+def test_a_kept_block_is_given_up_only_when_only_its_bag_holds_it():
+    """_rows_at_once gives a kept block's rows without adding 0.0 only when
+    its start is a real other than -0.0 and nothing but the bag holds it."""
+    from chad.arrays.bag import BArray
+    from chad.arrays.cotangents import _rows_at_once
+    from chad.arrays.nested_support import RowsTuple
+    from chad.types import ArrayT, Real
+
+    ty, primal = ArrayT(ArrayT(Real())), tuple(np.zeros(3) for _ in range(2))
+    col, mat = np.array([1.0, -1.0]), np.array([[0.0, 1.0, 2.0], [0.0, -3.0, 4.0]])
+
+    def run(start, keep=False):
+        kept = RowsTuple(ScaledRows(col, mat, start))  # the bag's only reference
+        held = kept.matrix if keep else None
+        rows = _rows_at_once(ty, primal, BArray(kept), 2)
+        block = kept.matrix
+        given = block._array is not None and rows[0].base is block._array
+        del held
+        return rows, given
+
+    for start, keep, given in ((0.0, False, True), (0.0, True, False), (None, False, False),
+                               (-0.0, False, False), (1.5, False, True)):
+        rows, was = run(start, keep)
+        assert was == given, (start, keep)
+        want = col.reshape(-1, 1) * mat + (0.0 if start is None else start) + 0.0
+        assert _same(np.stack(rows), want)  # (-1.0 * 0.0 is -0.0: 0.0 added)
+
+
+def test_the_outer_products_are_kept_too(monkeypatch):
+    """The sum of a matrix-vector product: m ! i ! j's cotangent (d times v,
+    an outer product) and v ! j's (d times m) are both kept; the gradient is
+    the interpreter's."""
+    kept = []
+    real = ScaledRows.__init__
+
+    def init(self, col, mat, start):
+        kept.append(mat.strides[0] == 0)
+        real(self, col, mat, start)
+
+    monkeypatch.setattr(ScaledRows, "__init__", init)
+    rng = np.random.default_rng(2)
+    args = _args("smv", rng, 4, 3)
+    got = chad.grad(SMV)(*args)
+    assert True in kept and False in kept
+    want = chad.grad(SMV, backend="interp")(*args)
+    assert _same(_flat(got), _flat(want))

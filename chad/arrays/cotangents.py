@@ -22,6 +22,7 @@ from chad.values import _short
 from chad.compile.ieee import quiet
 from chad.compile.known import NO_NEG_ZERO, MatrixRows
 from chad.compile.order import column_sums
+from chad.compile.scaled import ScaledRows
 
 from .bag import BEMPTY, Bag, BArray, BPlus, leaves, to_dense
 from .evaluate import element
@@ -96,6 +97,12 @@ def _rows_at_once(ty: ArrayT, primal, ct, n: int):
     with quiet():
         if len(mats) == 1:
             mat = mats[0]
+            if (type(mat) is ScaledRows and mat.free_of_negative_zero()
+                    and sys.getrefcount(mat) <= _SOLE):
+                # a block of products kept as its factors (chad/compile/
+                # scaled.py) that only the bag holds: made, in one pass, and
+                # given up as the matrix below is (recorded as that is)
+                return tuple(NO_NEG_ZERO.add(mat.array()))
             if (mat in NO_NEG_ZERO and mat.flags.writeable and mat.flags.owndata
                     and sys.getrefcount(mat) <= _SOLE):
                 # sums from +0.0, to which adding 0.0 changes nothing, that

@@ -463,7 +463,8 @@ class Exec(Batcher):
     def _add_scaled(self, level: int, term) -> bool:
         """An inner loop's add of `x * y` (MUL or LSCALE), x a real of the outer loop only and
         y one of both loops (the cotangent of `v ! j` in `m ! i ! j * v ! j`:
-        d times the matrix): the product is not computed here but by
+        d times the matrix) or of the inner loop (the cotangent of `m ! i ! j`
+        there: d times v, an outer product): the product is not computed here but by
         nested_support.vadd_scaled, which may keep it as its factors
         (chad/compile/scaled.py). False (nothing emitted) for any other add."""
         if not (type(term) is Prim and term.op in _PRODUCTS and type(term.arg) is Pair):
@@ -472,7 +473,7 @@ class Exec(Batcher):
         outer = [a for a in args if isinstance(a, BVal) and a.kind == "num" and a.elem == "R"
                  and a.dims == {0}]
         both = [a for a in args if isinstance(a, BVal) and a.kind == "num" and a.elem == "R"
-                and a.dims == {0, 1}]
+                and a.dims in ({0, 1}, {1})]
         if len(outer) != 1 or len(both) != 1:
             return False
         gen = self.gen

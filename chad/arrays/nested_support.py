@@ -333,9 +333,11 @@ def vadd_scaled(cells: list, level: int, first: int, buf: dict, col, mat, shape:
     if (level >= first and type(cells) is list and level < len(cells)
             and (cells[level] is None or type(cells[level]) is float)
             and type(col) is np.ndarray and type(mat) is np.ndarray
-            and col.dtype == mat.dtype == np.float64 and mat.shape == shape
-            and col.shape == (shape[0], 1)):
-        cells[level] = ScaledRows(col.reshape(-1), mat, cells[level])
+            and col.dtype == mat.dtype == np.float64 and col.shape == (shape[0], 1)
+            and (mat.shape == shape or mat.shape == (1, shape[1]))):
+        # (a value of the inner loop only, 1 x m: the same row for every
+        # outer element, an outer product's)
+        cells[level] = ScaledRows(col.reshape(-1), broadcast(mat, shape), cells[level])
         return
     with quiet():
         v = np.multiply(col, mat)

@@ -553,6 +553,67 @@ done:
     return result;
 }
 
+/* scaled(col, block, add, out) -> None
+ *
+ * The block of products itself: out[i][j] = col[i] * block[i][j] (+ add),
+ * out a writable C-ordered 2-D array of the block's shape (chad/compile/
+ * scaled.py: numpy's multiply and then its add of the real, in one pass). */
+static PyObject *scaled(PyObject *self, PyObject *args) {
+    PyObject *colo, *block, *addo, *out;
+    if (!PyArg_ParseTuple(args, "OOOO", &colo, &block, &addo, &out))
+        return NULL;
+    double add = 0.0;
+    int have_add = addo != Py_None;
+    if (have_add) {
+        add = PyFloat_AsDouble(addo);
+        if (add == -1.0 && PyErr_Occurred())
+            return NULL;
+    }
+    mat a;
+    vec c;
+    Py_buffer o;
+    if (get_mat(block, &a, 'd') < 0)
+        return NULL;
+    if (get_vec(colo, &c, 'd', 0) < 0) {
+        PyBuffer_Release(&a.view);
+        return NULL;
+    }
+    if (PyObject_GetBuffer(out, &o, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | PyBUF_WRITABLE) < 0) {
+        PyBuffer_Release(&a.view);
+        release(&c);
+        return NULL;
+    }
+    PyObject *result = NULL;
+    const char *f = o.format ? o.format : "B";
+    if (f[0] == '=' || f[0] == '<' || f[0] == '@')
+        f++;
+    if (f[0] != 'd' || f[1] != '\0' || o.ndim != 2 || o.shape[0] != a.rows ||
+        o.shape[1] != a.cols || c.len != a.rows) {
+        PyErr_SetString(PyExc_ValueError, "scaled: the shapes do not match");
+        goto done;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    double *dst = (double *)o.buf;
+    Py_ssize_t m = a.cols;
+    for (Py_ssize_t r = 0; r < a.rows; r++) {
+        const double k = AT(c, r);
+        const char *row = a.data + r * a.rstride;
+        double *d = dst + r * m;
+        for (Py_ssize_t j = 0; j < m; j++) {
+            double p = k * *(const double *)(row + j * a.cstride);
+            d[j] = have_add ? p + add : p;
+        }
+    }
+    Py_END_ALLOW_THREADS
+    Py_INCREF(Py_None);
+    result = Py_None;
+done:
+    PyBuffer_Release(&a.view);
+    release(&c);
+    PyBuffer_Release(&o);
+    return result;
+}
+
 /* scatter(out, idx, vals) -> bool
  *
  * out: a writable 1-D array of doubles; idx: a 1-D array of int64; vals: a
@@ -732,6 +793,8 @@ static PyMethodDef methods[] = {
     {"colsum", colsum, METH_VARARGS,
      "colsum(col, block, add, start, out): each column's sequential sum, row by row, "
      "into out (of the products col[i] * block[i][j] (+ add) when col is not None)."},
+    {"scaled", scaled, METH_VARARGS,
+     "scaled(col, block, add, out): out[i][j] = col[i] * block[i][j] (+ add)."},
     {"scatter", scatter, METH_VARARGS,
      "scatter(out, idx, vals): out[idx[k]] += vals[k] in order; False at an index "
      "out of range."},

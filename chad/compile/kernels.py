@@ -259,6 +259,17 @@ def colsum(block: np.ndarray, start=None, col=None, add=None):
     return out
 
 
+def scaled(col: np.ndarray, block: np.ndarray, add=None):
+    """A new C-ordered array: col[i] * block[i][j] (+ add, a real), each
+    element as numpy's multiply and add compute it, in one pass
+    (chad/compile/scaled.py); None without the C loop."""
+    if _native is None:
+        return None
+    out = np.empty(np.shape(block) if np.ndim(block) == 2 else (0, 0), dtype=_F64)
+    _native.scaled(col, block, add, out)
+    return out
+
+
 def scatter(out: np.ndarray, idx: np.ndarray, vals: np.ndarray):
     """out[idx[k]] += vals[k] for k in order, in place (1-D float64 out and
     vals, int64 idx): True, or False at the first index outside the array

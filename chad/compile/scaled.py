@@ -23,6 +23,8 @@ computing with (`x * 2.0`, `-x`).
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from . import kernels
@@ -56,12 +58,20 @@ class ScaledRows:
         """The block (made once): the products, then the start added, as the
         adds of the element pairs' cells compute them."""
         if self._array is None:
-            with quiet():
-                a = np.multiply(self.col.reshape(-1, 1), self.mat)
-                if self.start is not None:
-                    np.add(a, self.start, out=a)
+            a = kernels.scaled(self.col, self.mat, self.start)  # one pass, where built
+            if a is None:
+                with quiet():
+                    a = np.multiply(self.col.reshape(-1, 1), self.mat)
+                    if self.start is not None:
+                        np.add(a, self.start, out=a)
             self._array = a
         return self._array
+
+    def free_of_negative_zero(self) -> bool:
+        """Its products plus a real other than -0.0: never -0.0 (round to
+        nearest), so adding 0.0 to it changes nothing."""
+        s = self.start
+        return type(s) is float and not (s == 0.0 and math.copysign(1.0, s) < 0.0)
 
     def __array__(self, dtype=None, copy=None):
         a = self.array()
