@@ -28,6 +28,35 @@ def kernels_impl(request, monkeypatch):
 
 
 @pytest.fixture
+def kept(monkeypatch):
+    """Counts the blocks of products a nested reverse pass keeps as their
+    factors (chad/compile/scaled.py, ScaledRows: so a test knows that path
+    ran)."""
+    from chad.compile import scaled
+
+    made = [0]
+    real = scaled.ScaledRows.__init__
+
+    def init(self, *a):
+        made[0] += 1
+        real(self, *a)
+
+    monkeypatch.setattr(scaled.ScaledRows, "__init__", init)
+    return made
+
+
+def in_threads(work, k: int = 4) -> None:
+    """work() run on k threads at once, all joined."""
+    import threading
+
+    threads = [threading.Thread(target=work) for _ in range(k)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+
+@pytest.fixture
 def forking(monkeypatch):
     """Both parallel runtimes fork wherever a split has two non-empty halves
     (the interpreter's ParallelEVM at grain 1, the compiled code's

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import math
 import struct
-import threading
 
 import numpy as np
 import pytest
@@ -32,6 +31,7 @@ from chad.compile import kernels, parallel_support
 from chad.compile.vector_support import VecBack, vpowi
 from chad.runtime.parallel_evm import PAction, ParallelEVM
 from chad.runtime.registry import make_evm
+from tests.conftest import in_threads
 from tests.test_no_cycles import _cycles_made_by
 
 EVMS = ["array", "map", "parallel"]
@@ -269,11 +269,7 @@ def test_the_tree_loop_gives_the_same_rows_on_many_threads():
                 if gv.tobytes() != v.tobytes() or not np.array_equal(gk, k):
                     bad.append(1)
 
-    threads = [threading.Thread(target=work) for _ in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    in_threads(work)
     assert not bad
 
 

@@ -24,6 +24,8 @@ Nothing here is timed.
 
 from __future__ import annotations
 
+import copy
+
 import math
 
 import numpy as np
@@ -45,8 +47,8 @@ def _source(text, evm="array"):
 def _outcome(text, args, evm, backend_=None, ctg=None):
     extra = {} if ctg is None else {"ctg": ctg}
     kw = {} if backend_ is None else {"backend": backend_}
-    try:
-        return ("ok", chad.grad(text, evm=evm, **kw)(*args, **extra))
+    try:  # (on copies of the arguments, which the caller may use again)
+        return ("ok", chad.grad(text, evm=evm, **kw)(*copy.deepcopy(args), **extra))
     except ChadError as e:
         return ("err", type(e).__name__, str(e))
 
@@ -59,6 +61,7 @@ def _same(text, args, evm, ctg=None):
         agree(got[1], want[1], exact=True)
     else:
         assert got == want
+    return got
 
 
 # ------------------------------------------------------------------ failing

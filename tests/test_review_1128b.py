@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import copy
 import math
-import threading
 from pathlib import Path
 
 import numpy as np
@@ -55,8 +54,11 @@ from chad.compile import kernels, parallel_support
 from chad.compile.known import NO_NEG_ZERO
 from chad.compile.shapes import broadcast
 from chad.compile.support import padd
-from chad.errors import ChadError
 from chad.linear import LR
+from tests.conftest import in_threads
+from tests.test_nested_review import _math_elementwise
+from tests.test_nested_review2 import _same as _same_as_interp
+from tests.test_scatter_kernels import _chain_loop, _column_loop, _same
 from tests.test_vectorise import RUNTIMES, agree
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -74,15 +76,6 @@ def _values(rng, shape):
     pick = rng.integers(0, 3, size=shape)
     wide = rng.standard_normal(shape) * 10.0 ** rng.integers(-8, 17, size=shape)
     return np.where(pick == 0, rng.choice(SPECIAL, size=shape), wide)
-
-
-def _same(a, b) -> bool:
-    a, b = np.asarray(a), np.asarray(b)
-    if a.dtype != b.dtype or a.shape != b.shape:
-        return False
-    if a.dtype == np.float64:
-        a, b = np.where(np.isnan(a), np.nan, a), np.where(np.isnan(b), np.nan, b)
-    return a.tobytes() == b.tobytes()
 
 
 # ----------------------------------------------------------------- the C loops: failing
@@ -104,15 +97,6 @@ def test_colsum_wrapper_raises_the_kernels_error_on_a_block_not_2d():
 
 
 # ----------------------------------------------------------------- the C loops: held
-
-
-def _column_loop(block, start=None):
-    n, m = block.shape
-    out = [0.0 if start is None else float(start[j]) for j in range(m)]
-    for r in range(n):
-        for j in range(m):
-            out[j] = out[j] + float(block[r, j])
-    return np.array(out, dtype=np.float64)
 
 
 def _layouts(rng, n, m):
@@ -185,15 +169,6 @@ def test_held_the_c_loops_refuse_what_they_cannot_read():
     with pytest.raises((TypeError, ValueError)):
         kernels.chain(np.broadcast_to(0.0, (5,)), v, i)
     assert _same(out, keep)
-
-
-def _chain_loop(out, parts, n, m):
-    out = out.copy()
-    for i in range(n - 1, -1, -1):
-        for x, ix in reversed(parts):
-            for j in range(m):
-                out[ix[i, j]] = float(out[ix[i, j]]) + float(x[i, j])
-    return out
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -368,24 +343,7 @@ def test_held_indices_of_an_add():
 # ----------------------------------------------------------------- programs against the interpreter
 
 
-def _outcome(text, args, evm, backend=None, ctg=None, fn="grad"):
-    kw = {} if backend is None else {"backend": backend}
-    extra = {} if ctg is None else {"ctg": ctg}
-    try:
-        return ("ok", getattr(chad, fn)(text, evm=evm, **kw)(*copy.deepcopy(args), **extra))
-    except ChadError as e:
-        return ("err", type(e).__name__, str(e))
 
-
-def _same_as_interp(text, args, evm, ctg=None):
-    want = _outcome(text, args, evm, "interp", ctg)
-    got = _outcome(text, args, evm, None, ctg)
-    assert got[0] == want[0], (got, want)
-    if want[0] == "ok":
-        agree(got[1], want[1], exact=True)
-    else:
-        assert got == want
-    return got
 
 
 class _Chains:
@@ -496,14 +454,7 @@ def test_held_vjp_of_chains_called_again(monkeypatch):
                 r[...] = 777.0
 
 
-def _math_elementwise(fn, orig):
-    def f(x, *rest, **kw):
-        if rest or kw:
-            return orig(x, *rest, **kw)
-        a = np.asarray(x, dtype=np.float64)
-        out = np.array([fn(float(e)) for e in a.reshape(-1)], dtype=np.float64).reshape(a.shape)
-        return out if out.ndim else float(out)
-    return f
+
 
 
 @pytest.mark.parametrize("name", ["gmm", "kmeans"])
@@ -645,11 +596,7 @@ def test_held_compiled_gradients_from_several_threads_at_once():
         except Exception as e:  # noqa: BLE001 (reported below)
             errors.append(e)
 
-    threads = [threading.Thread(target=work) for _ in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    in_threads(work)
     assert not errors
     assert len(results) == 20
     for r in results:

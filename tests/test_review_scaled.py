@@ -49,21 +49,6 @@ def _same(a, b) -> bool:
     return a.tobytes() == b.tobytes()
 
 
-@pytest.fixture
-def kept(monkeypatch):
-    """Counts the blocks of products kept as their factors (so a test knows
-    the path under review ran)."""
-    made = [0]
-    real = scaled.ScaledRows.__init__
-
-    def init(self, *a):
-        made[0] += 1
-        real(self, *a)
-
-    monkeypatch.setattr(scaled.ScaledRows, "__init__", init)
-    return made
-
-
 def _grads(text, args, evm, **kw):
     with np.errstate(all="ignore"):
         want = chad.grad(text, evm=evm, backend="interp")(*args, **kw)

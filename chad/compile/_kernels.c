@@ -471,6 +471,14 @@ static int get_mat(PyObject *obj, mat *a, char fmt) {
     return 0;
 }
 
+/* The real added to every product of a block (None: no add): into *add. */
+static int get_add(PyObject *addo, double *add) {
+    if (addo == Py_None)
+        return 0;
+    *add = PyFloat_AsDouble(addo);
+    return *add == -1.0 && PyErr_Occurred() ? -1 : 0;
+}
+
 /* colsum(col, block, add, start, out) -> None
  *
  * The column sums of a block of n x m doubles (any strides), row after row:
@@ -487,11 +495,8 @@ static PyObject *colsum(PyObject *self, PyObject *args) {
         return NULL;
     double add = 0.0;
     int have_add = addo != Py_None, have_col = colo != Py_None;
-    if (have_add) {
-        add = PyFloat_AsDouble(addo);
-        if (add == -1.0 && PyErr_Occurred())
-            return NULL;
-    }
+    if (get_add(addo, &add) < 0)
+        return NULL;
     mat a;
     vec c, st, o;
     memset(&c, 0, sizeof(c));
@@ -564,11 +569,8 @@ static PyObject *scaled(PyObject *self, PyObject *args) {
         return NULL;
     double add = 0.0;
     int have_add = addo != Py_None;
-    if (have_add) {
-        add = PyFloat_AsDouble(addo);
-        if (add == -1.0 && PyErr_Occurred())
-            return NULL;
-    }
+    if (get_add(addo, &add) < 0)
+        return NULL;
     mat a;
     vec c;
     Py_buffer o;
