@@ -97,11 +97,13 @@ def _rows_at_once(ty: ArrayT, primal, ct, n: int):
     with quiet():
         if len(mats) == 1:
             mat = mats[0]
-            if (type(mat) is ScaledRows and mat.free_of_negative_zero()
+            if (type(mat) is ScaledRows and mat._array is None and mat.free_of_negative_zero()
                     and sys.getrefcount(mat) <= _SOLE):
                 # a block of products kept as its factors (chad/compile/
-                # scaled.py) that only the bag holds: made, in one pass, and
-                # given up as the matrix below is (recorded as that is)
+                # scaled.py) that only the bag holds and that nothing made
+                # yet (so no one else holds its array: a made one may be
+                # held, or be a view of another's): made now, in one pass,
+                # and given up as the matrix below is (recorded as that is)
                 return tuple(NO_NEG_ZERO.add(mat.array()))
             if (mat in NO_NEG_ZERO and mat.flags.writeable and mat.flags.owndata
                     and sys.getrefcount(mat) <= _SOLE):
