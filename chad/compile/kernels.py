@@ -31,17 +31,18 @@ vtree2: kmeans' nearest centre): numpy's argmax along a row of 5 costs about
 17 ns a row plus the take of the values; the C loop runs the tree's combines
 over blocks of rows without a branch.
 
-`colsum(block, start)`: each column's sum of a block of rows, row after row
-(chad/compile/order.py: the dense sum of a chain of rows): numpy's axis-0
-reduce adds in that order too, but its inner loop runs along a row: 1.5 ms
-for 10^5 rows of 5, the loop 0.35 ms.
+`colsum(block, start, col, add)`: each column's sum of a block of rows, row
+after row (chad/compile/order.py: the dense sum of a chain of rows): numpy's
+axis-0 reduce adds in that order too, but its inner loop runs along a row:
+1.5 ms for 10^5 rows of 5, the loop 0.35 ms. Given a column of factors (and
+a real to add), the block is that of the products col[i] * block[i][j]
+(+ add), summed from its factors, never made (chad/compile/scaled.py);
+`scaled(col, block, add)` makes such a block, in one pass.
 `scatter(out, idx, vals)`: np.add.at's additions, in the same order
-(chad/arrays/bag.py: the pairs of a bag at indices): np.add.at took 1.2 ms for
-10^6 pairs. `colsum(block, start, col, add)` also sums the columns of a
-block of products col[i] * block[i][j] (+ add) from its factors, the block
-never made (chad/compile/scaled.py). `chain(out, vals, idx)`: the same for the pairs of a chain of
-adds of rows (a nested loop's adds to a shared cell at indices), read from
-the rows themselves instead of the pairs' two arrays made first.
+(chad/arrays/bag.py: the pairs of a bag at indices): np.add.at took 1.2 ms
+for 10^6 pairs. `chain(out, vals, idx)`: the same for the pairs of a chain
+of adds of rows (a nested loop's adds to a shared cell at indices), read
+from the rows themselves instead of the pairs' two arrays made first.
 
 Where the extension was not built (no C compiler when chad was installed), or
 with the environment variable CHAD_NATIVE=0, np.cumsum, np.where and

@@ -11,13 +11,15 @@ the n x m block of products, adds the cell's start to it, and sums its
 columns: three passes over a block that is written only to be read once.
 
 `ScaledRows(col, mat, start)` is that block, `col[i] * mat[i][j] + start`,
-unmade. Its column sums (`colsum`) are one C loop over mat
+unmade (mat may repeat one row: the cotangent of `m ! i ! j` there, d[i] *
+v[j], an outer product). Its column sums (`colsum`) are one C loop over mat
 (chad/compile/kernels.py, `colsum` given the factors: the same
-multiplications and additions in the same order). Anything else that reads it gets the array,
-made once, through numpy's `__array__` (and indexing, iteration, `len`): the
-same values the block of products would have had, bit for bit, and so do
-Python's operators and any other attribute of an array: a kept block can be a
-let's final cotangent in the inner body, which the generated code goes on
+multiplications and additions in the same order); made, it is one C pass
+(`kernels.scaled`). Anything else that reads it gets the array, made once,
+through numpy's `__array__` (and indexing, iteration, `len`): the same values
+the block of products would have had, bit for bit, and so do Python's
+operators and any other attribute of an array: a kept block can be a let's
+final cotangent in the inner body, which the generated code goes on
 computing with (`x * 2.0`, `-x`).
 """
 
