@@ -527,7 +527,7 @@ def test_held_final2_records_only_sums_free_of_negative_zero():
     from chad.arrays.nested_support import final2
 
     for init, recorded in ((0.0, True), (1.5, True), (math.nan, True), (-0.0, False),
-                           (None, False), (np.float64(0.0), False)):
+                           (None, False), (np.float64(0.0), True), (np.float64(-0.0), False)):
         cell = np.zeros((2, 3))
         out = final2(cell, init, (2, 3))
         assert out is cell and (cell in NO_NEG_ZERO) == recorded

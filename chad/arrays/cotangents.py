@@ -97,7 +97,7 @@ def _rows_at_once(ty: ArrayT, primal, ct, n: int):
     with quiet():
         if len(mats) == 1:
             mat = mats[0]
-            if (type(mat) is ScaledRows and mat._array is None and mat.free_of_negative_zero()
+            if (type(mat) is ScaledRows and not mat.made and mat.free_of_negative_zero()
                     and sys.getrefcount(mat) <= _SOLE):
                 # a block of products kept as its factors (chad/compile/
                 # scaled.py) that only the bag holds and that nothing made

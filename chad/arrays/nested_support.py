@@ -16,13 +16,12 @@ axis 1.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from functools import partial
 
 import numpy as np
 
-from chad.compile.known import NO_NEG_ZERO, is_iota
+from chad.compile.known import NO_NEG_ZERO, clear_of_negative_zero, is_iota
 from chad.compile.scaled import ScaledRows
 from chad.compile.shapes import broadcast
 from chad.compile.support import padd
@@ -407,7 +406,7 @@ def final2(cell, init, shape: tuple):
     if type(cell) is ScaledRows:
         return cell
     if type(cell) is np.ndarray and cell.shape == shape:
-        if type(init) is float and not (init == 0.0 and math.copysign(1.0, init) < 0.0):
+        if clear_of_negative_zero(init):
             NO_NEG_ZERO.add(cell)
         return cell
     return np.full(shape, 0.0 if init is None else init)

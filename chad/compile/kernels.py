@@ -56,6 +56,7 @@ import os
 import numpy as np
 
 from .ieee import quiet
+from .shapes import broadcast
 
 try:
     if os.environ.get("CHAD_NATIVE", "").strip() == "0":
@@ -134,8 +135,7 @@ def rows(values, n: int, start) -> np.ndarray:
     values = _flat(values)
     w = values.size // n if n else 0
     if start is not None:
-        start = start if type(start) is np.ndarray and start.shape == (n,) and \
-            start.dtype == _F64 else np.broadcast_to(np.asarray(start, dtype=_F64), (n,))
+        start = broadcast(start, (n,))
     if _native is not None:
         out = np.empty(n, dtype=_F64)
         _native.rows(values, n, start, out)

@@ -22,6 +22,7 @@ reference checks that the object at that id is still the recorded one.
 
 from __future__ import annotations
 
+import math
 import weakref
 
 import numpy as np
@@ -64,6 +65,13 @@ class Known:
 
 IOTA = Known()
 NO_NEG_ZERO = Known()
+
+
+def clear_of_negative_zero(start) -> bool:
+    """Sums started from `start` are never -0.0 (round to nearest: x + y is
+    -0.0 only for -0.0 + -0.0): start a real other than -0.0. Such an array
+    may be recorded in NO_NEG_ZERO."""
+    return isinstance(start, float) and not (start == 0.0 and math.copysign(1.0, start) < 0.0)
 
 
 _RECENT: list = []  # the last few iotas made, reused (arrays are never changed in place)

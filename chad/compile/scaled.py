@@ -25,12 +25,11 @@ computing with (`x * 2.0`, `-x`).
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from . import kernels
 from .ieee import quiet
+from .known import clear_of_negative_zero
 
 _F64 = np.dtype(np.float64)
 
@@ -69,11 +68,15 @@ class ScaledRows:
             self._array = a
         return self._array
 
+    @property
+    def made(self) -> bool:
+        """Whether the block itself exists (someone may hold it, or a view)."""
+        return self._array is not None
+
     def free_of_negative_zero(self) -> bool:
-        """Its products plus a real other than -0.0: never -0.0 (round to
-        nearest), so adding 0.0 to it changes nothing."""
-        s = self.start
-        return type(s) is float and not (s == 0.0 and math.copysign(1.0, s) < 0.0)
+        """Its products plus a real other than -0.0: never -0.0, so adding
+        0.0 to it changes nothing (chad/compile/known.py)."""
+        return clear_of_negative_zero(self.start)
 
     def __array__(self, dtype=None, copy=None):
         a = self.array()
@@ -125,6 +128,6 @@ def colsum(block: ScaledRows, start=None):
     """start (or +0.0) + block[0] + block[1] + ... in every column, row after
     row (chad/compile/order.py column_sums / add_rows for this block), from
     its factors where the C loop is built; None without it."""
-    if block._array is not None:
+    if block.made:
         return None
     return kernels.colsum(block.mat, start, block.col, block.start)

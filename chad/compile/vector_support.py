@@ -21,7 +21,7 @@ from chad.primitives import _toreal
 
 from .ieee import quiet
 from .kernels import running, select, select_ints
-from .known import NO_NEG_ZERO, iota, is_iota, matrix_of
+from .known import NO_NEG_ZERO, clear_of_negative_zero, iota, is_iota, matrix_of
 
 
 def _shape(rank: int, axis: int, n: int) -> tuple:
@@ -545,7 +545,7 @@ def _final(cell, init, n: int):
         return np.zeros(n)
     if type(cell) is float:
         return np.full(n, cell)
-    if init is not None and not (init == 0.0 and math.copysign(1.0, init) < 0.0):
+    if clear_of_negative_zero(init):
         NO_NEG_ZERO.add(cell)
     return cell
 
