@@ -26,6 +26,7 @@ node classes with the same decorator (re-exported by chad/extend.py).
 
 from __future__ import annotations
 
+import math
 from typing import Any, Callable, Iterator
 
 import attrs
@@ -256,6 +257,77 @@ def free_vars(term: "Term", trust_captures: bool = False) -> tuple[str, ...]:
             else:
                 stack.append(child)
     return tuple(out)
+
+
+def _same_datum(u, v) -> bool:
+    """Two non-term fields the same: equal, and of one type; reals by their
+    bits' meaning (-0.0 is not 0.0, NaN is NaN)."""
+    if type(u) is not type(v):
+        return False
+    if type(u) is float:
+        return (u == v and math.copysign(1.0, u) == math.copysign(1.0, v)) or (u != u and v != v)
+    return u == v
+
+
+def alpha_equal(a: "Term", b: "Term", ignore_captures: bool = False) -> bool:
+    """a and b are the same term up to the names of the variables they bind
+    (a free variable must have the same name in both; `loc` and `ty` are not
+    compared). With ignore_captures, a closure node's capture list is not
+    compared (its body's reads are): for a pass that recomputes the lists
+    after it (chad/simplify). Iterative: no recursion limit."""
+    stack: list = [(a, b, {}, {})]  # (x, y, x's bound names -> y's, and back)
+    while stack:
+        x, y, ab, ba = stack.pop()
+        cls = type(x)
+        if type(y) is not cls:
+            return False
+        sh = x.__shape__
+        binders = {f for _, fs in sh.binds for f in fs}
+        for f in attrs.fields(cls):
+            name = f.name
+            if not f.eq or name in sh.children or name in binders or name in sh.reads:
+                continue
+            if not _same_datum(getattr(x, name), getattr(y, name)):
+                return False
+        for f in (() if ignore_captures and sh.closure else sh.reads):
+            u, v = getattr(x, f), getattr(y, f)
+            if (u is None) != (v is None):
+                return False
+            nu, nv = _names(u), _names(v)
+            if len(nu) != len(nv) or not all(_same_name(p, q, ab, ba) for p, q in zip(nu, nv)):
+                return False
+        binds = dict(sh.binds)
+        for f in sh.children:
+            u, v = getattr(x, f), getattr(y, f)
+            if (u is None) != (v is None) or (type(u) is tuple) != (type(v) is tuple):
+                return False
+            if u is None:
+                continue
+            us, vs = (u, v) if type(u) is tuple else ((u,), (v,))
+            if len(us) != len(vs):
+                return False
+            names_x: tuple[str, ...] = ()
+            names_y: tuple[str, ...] = ()
+            for bf in binds.get(f, ()):
+                names_x += _names(getattr(x, bf))
+                names_y += _names(getattr(y, bf))
+            if len(names_x) != len(names_y):
+                return False
+            ab2, ba2 = ab, ba
+            if names_x:
+                ab2, ba2 = dict(ab), dict(ba)
+                ab2.update(zip(names_x, names_y))
+                ba2.update(zip(names_y, names_x))
+            stack.extend((c, d, ab2, ba2) for c, d in zip(us, vs))
+    return True
+
+
+def _same_name(p: str, q: str, ab: dict, ba: dict) -> bool:
+    """p (read in one term) and q (in the other) are the same variable: bound
+    by corresponding binders, or both free with one name."""
+    if p in ab or q in ba:
+        return ab.get(p) == q and ba.get(q) == p
+    return p == q
 
 
 def _meta():

@@ -302,11 +302,11 @@ def _outcome(f, *args):
     return r.dtype, r.tolist()
 
 
-def test_the_stencils_integer_ifs_take_the_c_select(monkeypatch):
-    """examples/stencil.chad's clamps (`_vwhere` on Z) run the C select at
-    sizes where it is chosen, and the gradient is the same with numpy's."""
+def test_integer_ifs_take_the_c_select(monkeypatch):
+    """An `if` on Z (`_vwhere`: a neighbour's index, not a clamp, which is
+    np.clip: tests/test_shifts.py) runs the C select at sizes where it is
+    chosen, and the gradient is the same with numpy's."""
     import chad
-    from pathlib import Path
     if not kernels.native():
         pytest.skip("the C extension is not built")
     calls = []
@@ -322,7 +322,9 @@ def test_the_stencils_integer_ifs_take_the_c_select(monkeypatch):
             return module.select(*a)
 
     monkeypatch.setattr(kernels, "_native", Spy())
-    text = (Path(__file__).resolve().parent.parent / "examples" / "stencil.chad").read_text()
+    text = ("def prev(i : Z, n : Z) : Z = if i > 0 then i - 1 else n - 1\n"
+            "def en(a : Array R) : R = let n = length a in "
+            "sum (build n (\\i -> a ! prev(i, n) * a ! i))")
     g = chad.grad(text)
     a = np.random.default_rng(5).normal(size=4000)
     native = g(a)

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 from attrs import frozen
 
-from chad.compile import kernels
+from chad.compile import kernels, shifts
 from chad.compile.ieee import quiet
 from chad.compile.known import NO_NEG_ZERO, is_iota
 from chad.compile.order import add_rows, column_sums
@@ -585,6 +585,8 @@ def _add_at(out: np.ndarray, idx, vals) -> bool:
     """out[idx[k]] += vals[k] for k in order; False when an index is out of
     range or a value is not a real (out then holds some of the adds, and the
     caller drops it)."""
+    if shifts.scatter(out, idx, vals):  # a loop index shifted and clamped: slices
+        return True
     idx = np.asarray(idx)
     if not len(idx):
         return True

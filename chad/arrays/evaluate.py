@@ -26,6 +26,7 @@ from functools import partial
 import numpy as np
 
 from chad.compile.ieee import quiet
+from chad.compile import shifts
 from chad.compile.known import is_iota
 from chad.errors import EvalError
 from chad.linear import zerov
@@ -358,6 +359,9 @@ def gather(a, idx, loc=None):
         # changed in place)
         m = len(idx)
         return a if m == len(a) else a[:m]
+    out = shifts.gather(a, idx)  # a loop index shifted and clamped: slices
+    if out is not None:
+        return out
     idx = np.asarray(idx, dtype=np.int64)
     n, m = len(a), len(idx)
     if m and (idx.min() < 0 or idx.max() >= n):  # (two passes, no temporaries)

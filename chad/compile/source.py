@@ -11,6 +11,9 @@ primal, before simplification). The counting evaluator never sees these terms
   closure value: an opaque backpropagator, so no batched reverse pass).
 * **Applied lambda literals** `(\\x -> b) a` likewise (`map (\\(x : R) -> b) xs`:
   an annotated lambda is parsed as a function value applied to the element).
+* **Let-bound integer indices** in a loop body (`let j = i - 1 in ... a ! (if
+  j < 0 then 0 else j)`) substituted into their uses (chad/compile/
+  index_lets.py), so the read is a gather CHAD hoists out of the loop.
 * **Calls** (with `calls`, the primal path) of a small def that calls no def:
   `g(a1, ..., an)` becomes `let t1 = a1 in ... let p1 = t1 in ... g's body`
   (as chad/functions/compiled.py inlines a derivative's calls in target terms),
@@ -32,6 +35,9 @@ import attrs
 
 from chad.terms import App, Build, Call, Lam, Length, Let, Var, rewrite, shape, subterms
 
+from chad.types import Int
+
+from .index_lets import inline_index_lets
 from .rows import hoist_rows
 
 SMALL_LAMBDA = 200   # a lambda used more than once is inlined up to this size
@@ -56,6 +62,8 @@ def _candidates(body, calls: dict | None, rows: bool) -> bool:
         if cls is Call and calls and n.name in calls:
             return True
         if rows and cls is Build and type(n.size) is Length:  # a row to hoist, maybe (rows.py)
+            return True
+        if cls is Let and isinstance(getattr(n.rhs, "ty", None), Int):  # (index_lets.py)
             return True
     return False
 
@@ -106,17 +114,20 @@ def prepare_body(body, params, calls: dict | None = None, rows: bool = True):
     from chad.simplify.names import Fresh, uniquify
     from chad.simplify.occurrences import analyse
 
+    orig = body
     if calls:
         body = _Rewriter({}, calls, lambdas=False).go(body)  # calls first, then lambdas
+    called = body
     occ = analyse(body)
     if occ.dup or set(params) & set(occ.infos):
         body = uniquify(body, Fresh(set(occ.names) | set(params)), set(occ.free) | set(params))
     lams = _inlinable(body)
     new = _Rewriter(lams, None).go(body)
+    new = inline_index_lets(new)
     if rows:
         new = hoist_rows(new)
-    if new is body:
-        return body
+    if new is body:  # nothing but names renamed apart, maybe: the body as it was
+        return orig if called is orig else body
     return tidy(new)
 
 

@@ -19,9 +19,10 @@ import numpy as np
 
 from chad.primitives import _toreal
 
+from . import shifts
 from .ieee import quiet
 from .kernels import running, select, select_ints
-from .known import NO_NEG_ZERO, clear_of_negative_zero, iota, is_iota, matrix_of
+from .known import NO_NEG_ZERO, clear_of_negative_zero, iota, matrix_of
 
 
 def _shape(rank: int, axis: int, n: int) -> tuple:
@@ -149,6 +150,9 @@ def vgather(a, idx, live: int = 1):
     idx = np.asarray(idx)
     if not live:
         return np.zeros(idx.shape, dtype=a.dtype if a.dtype != object else None)
+    out = shifts.gather(a, idx)  # a shifted, clamped loop index: slices
+    if out is not None:
+        return out
     if idx.size and (int(idx.min()) < 0 or int(idx.max()) >= len(a)):
         raise IndexError("an index out of range")
     if idx.dtype == object:  # exact integers (vint), in range: int64 now
@@ -170,8 +174,9 @@ def _ibound(x) -> int:
     if isinstance(x, np.ndarray):
         if not x.size:
             return 0
-        if is_iota(x):  # 0 .. n-1 (a loop's index): no pass over it
-            return len(x) - 1
+        known = shifts.bound(x)  # a loop's index, shifted, clamped: no pass over it
+        if known is not None:
+            return known
         return max(abs(int(x.max())), abs(int(x.min())))
     return abs(int(x))
 
@@ -182,6 +187,9 @@ def _exact(x):
 
 def viadd(x, y):
     """x + y on Z, batched (module note above)."""
+    out = shifts.add(x, y)  # a loop's index plus an integer (chad/compile/shifts.py)
+    if out is not None:
+        return out
     if _ibound(x) + _ibound(y) < _I64:
         return np.add(x, y)
     return np.add(_exact(x), _exact(y))
@@ -201,6 +209,24 @@ def vwhere(c, a, b):
     if _fits(a) and _fits(b):
         return select_ints(c, a, b)  # (np.where but for int64 operands: kernels.py)
     return np.where(c, _objects(a), _objects(b))
+
+
+def vclamp(x, lo, hi, below_first: bool, below_strict: bool, above_strict: bool):
+    """`if x < lo then lo else if x > hi then hi else x` for a batched integer
+    x and unbatched lo, hi (chad/compile/clamps.py: either test first, each
+    strict or not, as the flags say): np.clip when lo <= hi (then every
+    reading of the `if` is the clip), recorded as a shifted loop index when x
+    is one (chad/compile/shifts.py); otherwise the `if` itself, np.where of
+    its comparisons, as the general batching rule computes it."""
+    if type(lo) is int and type(hi) is int and -_I64 <= lo <= hi < _I64 and \
+            type(x) is np.ndarray and x.dtype == np.int64:
+        out = shifts.clamp(x, lo, hi)
+        return np.clip(x, lo, hi) if out is None else out
+    below = (x < lo) if below_strict else (x <= lo)
+    above = (x > hi) if above_strict else (x >= hi)
+    if below_first:
+        return vwhere(below, lo, vwhere(above, hi, x))
+    return vwhere(above, hi, vwhere(below, lo, x))
 
 
 def _fits(x) -> bool:
@@ -309,11 +335,12 @@ def vout(x, n: int, rank: int, dtype, fresh: bool, private: bool = False):
     batched body x (rank `rank`, axis 0 the loop): a 1-D array owning its data
     (never a view of an input), but for the recorded identity in `private` code."""
     _check_size(n)
-    if is_iota(x) and x.dtype == dtype and x.shape == (n,):
-        # `build n (\i -> i)`: the loop index itself (chad/compile/known.py) in a
-        # derivative's code (`private`: its index arrays never reach the
-        # caller); elsewhere a new array, which the caller may change
-        return x if private else np.arange(n, dtype=np.int64)
+    if shifts.fact(x) is not None and x.dtype == dtype and x.shape == (n,):
+        # `build n (\i -> i)`, the loop index itself (chad/compile/known.py), or
+        # it shifted and clamped (chad/compile/shifts.py), in a derivative's
+        # code (`private`: its index arrays never reach the caller): the
+        # recorded read-only array; elsewhere a new one, which the caller may change
+        return x if private else np.array(x)
     x = np.asarray(x)
     if x.dtype != dtype:
         x = x.astype(dtype)
@@ -343,6 +370,7 @@ HELPERS = {"_np": np, "_quiet": quiet, "_vindex": vindex, "_vtake": vtake, "_vto
            "_vtake2": vtake2, "_vtake_numbers": vtake_numbers, "_vsum": vsum, "_vout": vout, "_vrows": vrows,
            "_f64": np.float64, "_i64": np.int64, "_ndarray": np.ndarray,
            "_viadd": viadd, "_vimul": vimul, "_vineg": vineg, "_vwhere": vwhere,
+           "_vclamp": vclamp,
            "_vselect": select}
 
 

@@ -62,6 +62,7 @@ from chad.terms import (
 )
 from chad.types import Int, Real
 
+from . import clamps
 from .failing import TOTAL, safe  # vectorised regions hoist only what cannot fail
 
 # comparisons (on R and on Z): a batched Bool, a numpy bool array (True: inl,
@@ -74,6 +75,15 @@ _LOGIC = {"NOT": "_np.logical_not({0})", "AND": "_np.logical_and({0}, {1})",
 _INTS = {"IADD": "_viadd({0}, {1})", "IMUL": "_vimul({0}, {1})", "INEG": "_vineg({0})"}
 # (chad/compile/failing.py lists them among the primitives that cannot fail)
 assert frozenset(_COMPARE) | frozenset(_LOGIC) <= TOTAL
+
+
+# additions of reals, and negations, as numpy's subtraction reads them (_prim)
+_SUMS = ("ADD", "LADD")
+_NEGATIONS = ("NEG", "LNEG")
+
+
+def _negation(t) -> bool:
+    return type(t) is Prim and t.op in _NEGATIONS
 
 
 class NotBatchable(Exception):
@@ -124,6 +134,12 @@ def elem_kind(ty) -> str | None:
     if isinstance(ty, Int):
         return "Z"
     return None
+
+
+def _literal_kind(t) -> str | None:
+    """"R" or "Z" for a literal (a target term's case may carry no type)."""
+    op = t.op if type(t) is Prim else None
+    return "Z" if op == "ILIT" else "R" if op == "LIT" else None
 
 
 def nesting(t) -> int:
@@ -356,7 +372,13 @@ class Batcher:
         return self._where_case(t)
 
     def _where_case(self, t: Case):
-        """_case's np.where of both branches (see there)."""
+        """_case's np.where of both branches (see there); a clamp of an
+        integer, one vclamp (chad/compile/clamps.py)."""
+        clamp = clamps.match(t)
+        if clamp is not None:
+            v = self._clamp(clamp)
+            if v is not None:
+                return v
         if t.lname in free_vars(t.lbody) or t.rname in free_vars(t.rbody):
             raise NotBatchable("a case reading what it matched")
         if not (safe(t.lbody) and safe(t.rbody)):
@@ -378,13 +400,27 @@ class Batcher:
         for v in (a, b):
             if isinstance(v, BVal) and v.kind not in ("num", "idx"):
                 raise NotBatchable("a case whose result is not a number")
-        elem = kinds[0] if kinds else elem_kind(getattr(t, "ty", None))
+        elem = kinds[0] if kinds else (elem_kind(getattr(t, "ty", None))
+                                       or _literal_kind(t.lbody) or _literal_kind(t.rbody))
         if elem not in ("R", "Z"):
             raise NotBatchable("a case whose result is not a number")
         where = "_vselect" if elem == "R" else "_vwhere"  # Z: exact beyond int64
         expr = self.gen.atom(f"{where}({c}, {self.numbers(a)}, {self.numbers(b)})")
         return BVal("num", expr, self.dims(a, b) | self._dims_of(t.scrut), elem=elem,
                     fresh=True)
+
+    def _clamp(self, c: clamps.Clamp):
+        """A clamp of a batched integer between unbatched bounds, or None (the
+        general rule then)."""
+        if not self.is_batched(c.x) or self.is_batched(c.lo) or self.is_batched(c.hi):
+            return None
+        x = self.value(c.x)
+        if not (isinstance(x, BVal) and (x.kind == "idx" or (x.kind == "num" and x.elem == "Z"))):
+            return None
+        lo, hi = self.value(c.lo), self.value(c.hi)
+        flags = f"{c.below_first!r}, {c.below_strict!r}, {c.above_strict!r}"
+        expr = self.gen.atom(f"_vclamp({self.numbers(x)}, {lo}, {hi}, {flags})")
+        return BVal("num", expr, x.dims, elem="Z", fresh=True)
 
     def _where_pairs(self, c: str, a: BVal, b: BVal, dims: frozenset) -> BVal:
         """A case of two linear pairs of reals (a derivative of max or min:
@@ -431,8 +467,16 @@ class Batcher:
         if "{1}" in template:
             if type(t.arg) is not Pair:
                 raise NotBatchable(f"{op} of a pair value")
-            a = self.value(t.arg.left)
-            b = self.value(t.arg.right)
+            left, right = t.arg.left, t.arg.right
+            if op in _SUMS and _negation(left) and not _negation(right):
+                left, right = right, left
+            if op in _SUMS and _negation(right):
+                # x + (-y) is x - y (IEEE defines the one as the other): one
+                # pass over the arrays, not two (the derivative of tanh: 1 - t * t)
+                a, b = self.value(left), self.value(right.arg)
+                template = "({0} - {1})"
+            else:
+                a, b = self.value(left), self.value(right)
             expr = template.format(self.numbers(a), self.numbers(b))
             dims = self.dims(a, b)
         else:

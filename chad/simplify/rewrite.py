@@ -54,8 +54,11 @@ import attrs
 from chad.terms import (
     AddEVM, App, BindEVM, Build, Case, Fst, Index, Inl, Inr, Lam, LCastL, LCastR,
     Length, Let, LFst, LInl, LInr, LPair, LSnd, Pair, Prim, PureEVM, RunEVM,
-    ScopeEVM, Snd, Term, ThenEVM, Unit, Var, children, map_children, rebuild, shape,
+    ScopeEVM, Snd, Term, ThenEVM, Unit, Var, alpha_equal, children, free_vars, map_children,
+    rebuild, shape,
 )
+
+from chad.types import Prod
 
 from .names import Fresh, is_opaque
 from .occurrences import Info, dead_info, unknown_info
@@ -82,6 +85,11 @@ FIRST = {
 FIRST_PROJ = (Fst, LFst)
 PROJ = (Fst, Snd, LFst, LSnd)
 PAIRS = (Pair, LPair)
+
+
+def _first_type(ty):
+    """The type of a pair type's first component (None if not known)."""
+    return ty.left if isinstance(ty, Prod) else None
 # total one-child constructors and projections (a Simplified too: its .term is
 # not .expr, so it is not here)
 _WRAPPERS = frozenset({Fst, Snd, LFst, LSnd, Inl, Inr, LInl, LInr, LCastL, LCastR,
@@ -572,9 +580,31 @@ class Pass:
             return _Tail(Let(t.rname, Simplified(s.expr), t.rbody))
         lb = self.go(t.lbody)
         rb = self.go(t.rbody)
+        shared = self.shared_second(t, s, lb, rb)
+        if shared is not None:
+            return shared
         if s is t.scrut and lb is t.lbody and rb is t.rbody:
             return t
         return attrs.evolve(t, scrut=s, lbody=lb, rbody=rb)
+
+    def shared_second(self, t: Case, s, lb, rb):
+        """case s of {inl x -> (a, b) | inr y -> (a', b')} with b and b' the
+        same term up to bound names and reading neither x nor y (an integer
+        `if`'s CHAD: its backpropagators add nothing) is (case s of {inl x ->
+        a | inr y -> a'}, b): the same evaluations in the same order, and the
+        case's value a number the vectoriser batches (chad/compile/
+        vectorise.py). Returns that pair, or None (s, lb and rb: the
+        simplified scrutinee and branches)."""
+        if type(lb) is not Pair or type(rb) is not Pair:
+            return None
+        b = lb.right
+        if not alpha_equal(b, rb.right, ignore_captures=True):  # (recomputed after the pass)
+            return None
+        if t.lname in free_vars(b) or t.rname in free_vars(rb.right):
+            return None
+        self.changes += 1
+        case = attrs.evolve(t, scrut=s, lbody=lb.left, rbody=rb.left, ty=_first_type(t.ty))
+        return Pair(case, b, loc=lb.loc, ty=t.ty)
 
     # ------------------------------------------------------------ primitives
     def prim(self, t: Prim):

@@ -1,0 +1,203 @@
+"""Index arrays known to be a loop index shifted and clamped, for the compiled
+runtime.
+
+A stencil reads its neighbours at clamped indices (examples/stencil.chad:
+`a ! clamp(i - 1, n)`, `clamp` an `if` that returns 0 below 0 and n - 1 above
+n - 1). Vectorised over the build's loop (chad/compile/vectorise.py), that index
+is `clip(iota + c, lo, hi)`; its gather in the forward pass and, in Efficient
+CHAD (Smeding & Vákár), §8.1, the scatter of the gather's cotangents in the
+reverse pass, read it. Made by `add` (iota, or such an array, plus an integer)
+and `clamp` (`vector_support.vclamp`, the `if` recognised by
+chad/compile/clamps.py), it is recorded here with its shift c and bounds, so:
+
+* its bounds check is O(1): the array never decreases, so its least and
+  greatest elements are its first and last;
+* its gather (`gather`) is three slices: the first element copied into the
+  leading clamped run, a contiguous slice, the last element into the
+  trailing run (no fancy indexing);
+* its scatter (`scatter`) is the two clamped runs' adds, in order, and one
+  elementwise add of the slice in between (every index there is hit once).
+
+Every element gets the same additions in the same order as np.add.at's (in
+index order k = 0, 1, ...: the leading run, then the slice, then the trailing
+run), so the values are the same bits. A recorded array is read-only for good
+(a view of a read-only array, whose WRITEABLE flag numpy refuses to set:
+known.iota's device), so its fact cannot go stale; compiled code never hands
+one to a caller (vector_support.vout copies it). Facts are known by the array's
+identity while it lives, as in chad/compile/known.py.
+"""
+
+from __future__ import annotations
+
+import weakref
+
+import numpy as np
+
+from . import kernels
+from .known import is_iota
+
+_I64 = 2 ** 63
+
+
+class _Fact(weakref.ref):
+    """A weak reference to a recorded array, with its shift and bounds."""
+
+    __slots__ = ("key", "shift", "lo", "hi")
+
+
+_FACTS: dict[int, _Fact] = {}
+
+
+def _drop(ref) -> None:
+    if _FACTS.get(ref.key) is ref:
+        del _FACTS[ref.key]
+
+
+_RECENT: list = []  # the last few recorded arrays, given again for the same fact
+RECENT = 4
+
+
+def _recent(n: int, shift: int, lo, hi):
+    """A recorded array of n elements with that fact made lately, or None."""
+    for a in _RECENT:
+        r = _FACTS.get(id(a))
+        if len(a) == n and r is not None and (r.shift, r.lo, r.hi) == (shift, lo, hi):
+            return a
+    return None
+
+
+def _record(values: np.ndarray, shift: int, lo, hi) -> np.ndarray:
+    """values (a new 1-D int64 array, clip(arange(n) + shift, lo, hi)) made
+    read-only for good and recorded; the recorded view is returned, and kept
+    among the RECENT last (a function called repeatedly at one size makes
+    its index arrays once, as known.iota)."""
+    values.flags.writeable = False
+    a = values[:]
+    ref = _Fact(a, _drop)
+    ref.key, ref.shift, ref.lo, ref.hi = id(a), shift, lo, hi
+    _FACTS[ref.key] = ref
+    _RECENT.insert(0, a)
+    del _RECENT[RECENT:]
+    return a
+
+
+def fact(a):
+    """(c, lo, hi) when a is recorded as clip(arange(len(a)) + c, lo, hi)
+    (lo, hi None: no bound; lo <= hi when both are given), iota's (0, None,
+    None), else None."""
+    r = _FACTS.get(id(a))
+    if r is not None and r() is a:
+        return r.shift, r.lo, r.hi
+    if is_iota(a):
+        return 0, None, None
+    return None
+
+
+def bound(a) -> int | None:
+    """The largest magnitude in a recorded array (its first or last element:
+    it never decreases), or None for an array not recorded."""
+    if fact(a) is None:
+        return None
+    if not len(a):
+        return 0
+    return max(abs(int(a[0])), abs(int(a[-1])))
+
+
+def add(x, y):
+    """x + y on Z for a recorded x and an integer y (either order): a new
+    recorded array, or None (then the general path) when neither operand is
+    so or the sum might leave int64."""
+    if type(y) is not int and type(x) is int:
+        x, y = y, x
+    if type(y) is not int:
+        return None
+    f = fact(x)
+    if f is None:
+        return None
+    if len(x) and max(abs(int(x[0]) + y), abs(int(x[-1]) + y)) >= _I64:
+        return None
+    c, lo, hi = f
+    fact2 = (c + y, None if lo is None else lo + y, None if hi is None else hi + y)
+    made = _recent(len(x), *fact2)
+    return made if made is not None else _record(np.add(x, y), *fact2)
+
+
+def clamp(x, lo: int, hi: int):
+    """clip(x, lo, hi) for a recorded x and integers lo <= hi within int64:
+    a new array, recorded when it is one (the bounds' intersection not
+    empty), or None for an x not recorded."""
+    f = fact(x)
+    if f is None:
+        return None
+    c, l0, h0 = f
+    new_lo = lo if l0 is None else max(l0, lo)
+    new_hi = hi if h0 is None else min(h0, hi)
+    if new_lo > new_hi:  # (every element one bound: not a shifted index)
+        return np.clip(x, lo, hi)
+    made = _recent(len(x), c, new_lo, new_hi)
+    return made if made is not None else _record(np.clip(x, lo, hi), c, new_lo, new_hi)
+
+
+def _runs(f, m: int) -> tuple[int, int]:
+    """(L, R): elements 0..L-1 are clamped to lo, R..m-1 to hi, L..R-1 are
+    i + c."""
+    c, lo, hi = f
+    left = 0 if lo is None else min(max(lo - c, 0), m)
+    right = m if hi is None else min(max(hi - c + 1, 0), m)
+    return left, right
+
+
+def gather(a, idx):
+    """a[idx] for a 1-D numpy a and a recorded idx, or None (not recorded,
+    empty, or an index out of range: the caller's path reports it)."""
+    f = fact(idx)
+    if f is None or type(a) is not np.ndarray or a.ndim != 1:
+        return None
+    m = len(idx)
+    if not m or int(idx[0]) < 0 or int(idx[-1]) >= len(a):
+        return None
+    left, right = _runs(f, m)
+    c = f[0]
+    out = np.empty(m, dtype=a.dtype)
+    if left:
+        out[:left] = a[f[1]]
+    out[left:right] = a[left + c:right + c]
+    if right < m:
+        out[right:] = a[f[2]]
+    return out
+
+
+def scatter(out: np.ndarray, idx, vals) -> bool | None:
+    """out[idx[k]] += vals[k] in order k = 0, 1, ... (np.add.at's additions)
+    for a recorded idx and 1-D float64 out and vals: True; None when idx is
+    not recorded or an index is out of range (nothing added: the caller's
+    path then runs and reports it)."""
+    f = fact(idx)
+    if f is None or type(vals) is not np.ndarray or vals.dtype != np.float64 \
+            or vals.shape != idx.shape:
+        return None
+    m = len(idx)
+    if not m:
+        return True
+    if int(idx[0]) < 0 or int(idx[-1]) >= len(out):
+        return None
+    left, right = _runs(f, m)
+    c = f[0]
+    if left:
+        _run_adds(out, f[1], vals[:left])
+    if left < right:
+        part = out[left + c:right + c]
+        np.add(part, vals[left:right], out=part)
+    if right < m:
+        _run_adds(out, f[2], vals[right:])
+    return True
+
+
+def _run_adds(out: np.ndarray, j: int, vals: np.ndarray) -> None:
+    """out[j] += each of vals, one after the other."""
+    if len(vals) == 1:
+        out[j] = out[j] + vals[0]
+        return
+    idx = np.full(len(vals), j, dtype=np.int64)
+    if kernels.scatter(out, idx, vals) is None:  # (no C loop)
+        np.add.at(out, idx, vals)
