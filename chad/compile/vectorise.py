@@ -77,15 +77,6 @@ _INTS = {"IADD": "_viadd({0}, {1})", "IMUL": "_vimul({0}, {1})", "INEG": "_vineg
 assert frozenset(_COMPARE) | frozenset(_LOGIC) <= TOTAL
 
 
-# additions of reals, and negations, as numpy's subtraction reads them (_prim)
-_SUMS = ("ADD", "LADD")
-_NEGATIONS = ("NEG", "LNEG")
-
-
-def _negation(t) -> bool:
-    return type(t) is Prim and t.op in _NEGATIONS
-
-
 class NotBatchable(Exception):
     """The term cannot be vectorised (the message says why, for `chad compile`)."""
 
@@ -467,16 +458,8 @@ class Batcher:
         if "{1}" in template:
             if type(t.arg) is not Pair:
                 raise NotBatchable(f"{op} of a pair value")
-            left, right = t.arg.left, t.arg.right
-            if op in _SUMS and _negation(left) and not _negation(right):
-                left, right = right, left
-            if op in _SUMS and _negation(right):
-                # x + (-y) is x - y (IEEE defines the one as the other): one
-                # pass over the arrays, not two (the derivative of tanh: 1 - t * t)
-                a, b = self.value(left), self.value(right.arg)
-                template = "({0} - {1})"
-            else:
-                a, b = self.value(left), self.value(right)
+            a = self.value(t.arg.left)
+            b = self.value(t.arg.right)
             expr = template.format(self.numbers(a), self.numbers(b))
             dims = self.dims(a, b)
         else:
