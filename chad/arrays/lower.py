@@ -512,7 +512,11 @@ def _forward_pairs(gen, t, operand: str, label: str, holder: str) -> str | None:
         pairs = holder == "_VecPairs"
         more = f", None, {masked!r}" if masked else ""
         gen.emit(f"{result} = {holder}({ys}, _VecBack({fn}, {n}, {tup}, {lazy}, {pairs!r}{more}))")
-        guard = " and ".join(f"_visf64({a})" for a in dict.fromkeys(b.assume)) or "True"
+        assumed = list(dict.fromkeys(b.assume))
+        made = {ln.split(" = ", 1)[0].strip() for ln in block.lines[mark:] if " = " in ln}
+        if any(a in made for a in assumed):  # (the guard runs before the region)
+            raise NotBatchable("an untyped array computed in the loop's region")
+        guard = " and ".join(f"_visf64({a})" for a in assumed) or "True"
         pad = "    " * indent
         block.lines[mark:mark] = [f"{pad}# {label}: vectorised (forward pass)",
                                   f"{pad}if {guard}:",

@@ -109,7 +109,7 @@ def add(x, y):
     so or the sum might leave int64."""
     if type(y) is not int and type(x) is int:
         x, y = y, x
-    if type(y) is not int:
+    if type(y) is not int or not -_I64 <= y < _I64:  # (numpy's int64 add of y)
         return None
     f = fact(x)
     if f is None:
