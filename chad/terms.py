@@ -289,7 +289,9 @@ def alpha_equal(a: "Term", b: "Term", ignore_captures: bool = False) -> bool:
                 continue
             if not _same_datum(getattr(x, name), getattr(y, name)):
                 return False
-        for f in (() if ignore_captures and sh.closure else sh.reads):
+        for f in sh.reads:
+            if ignore_captures and sh.closure and f not in binders:
+                continue  # (a capture list that also binds names is compared)
             u, v = getattr(x, f), getattr(y, f)
             if (u is None) != (v is None):
                 return False

@@ -158,6 +158,10 @@ def value_from_json(ty: Type, j, path: str = "args"):
                     return j.copy()
                 if type(j) in (list, tuple) and all(type(x) is float for x in j):
                     return np.array(j, dtype=np.float64)
+            if isinstance(elem, Int):  # (a bool array is no Array Z: the path below says so)
+                fast = _int64_array(j)
+                if fast is not None:
+                    return fast
             if isinstance(j, (tuple, np.ndarray)):
                 j = list(j)
             if not isinstance(j, list):
@@ -180,6 +184,24 @@ def _injection(j, path, ty):
         raise UsageError(f'{path}: expected {{"inl": ...}} or {{"inr": ...}} ({ty}), got {_short(j)}')
     key = next(iter(j))
     return (0 if key == "inl" else 1), j[key]
+
+
+def _int64_array(j):
+    """A new int64 array of j's elements when j is a 1-D numpy array of
+    integers or a list of ints, all within int64; else None (the general
+    path then decodes j, or reports the element that is not so)."""
+    if type(j) is np.ndarray:
+        if j.ndim != 1 or j.dtype.kind not in "iu":
+            return None
+        if j.dtype.kind == "u" and j.dtype.itemsize == 8 and j.size and int(j.max()) > INT64_MAX:
+            return None
+        return j.astype(np.int64)
+    if type(j) in (list, tuple) and all(type(x) is int for x in j):
+        try:
+            return np.array(j, dtype=np.int64)
+        except OverflowError:
+            return None
+    return None
 
 
 def make_array(elem: Type, items: list):

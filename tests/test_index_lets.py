@@ -60,6 +60,13 @@ def f(m : Array (Array R), v : Array R) : R =
     sum (build (length v) (\\j -> let l = if j > 0 then j - 1 else 0 in m ! i ! j * v ! l))))
 """,
 }
+LOOKUPS = {  # gathers by an index array (an embedding lookup)
+    "map": "def f(w : Array R, ks : Array Z) : R = sum (map (\\k -> w ! k * w ! k) ks)",
+    "let-read": "def f(w : Array R, ks : Array Z) : R = "
+                "sum (build (length ks) (\\i -> let j = ks ! i in w ! j * toreal i))",
+    "map-shifted": "def f(w : Array R, ks : Array Z) : R = "
+                   "sum (map (\\k -> let j = k + 1 in w ! j * w ! k) ks)",
+}
 SHARED = {
     "toreal": """\
 def f(a : Array R) : R =
@@ -223,3 +230,80 @@ def test_the_shared_second_component_is_floated():
 def test_other_pairs_stay(left, right, lname):
     t = _case(left, right, lname=lname, rname=lname)
     assert _pass().shared_second(t, t.scrut, t.lbody, t.rbody) is None
+
+
+# ----------------------------------------------------------------- gathers by index arrays
+
+
+@pytest.mark.parametrize("name", sorted(LOOKUPS))
+def test_lookups_are_batched(name):
+    src = _grad_source(LOOKUPS[name])
+    assert "per-element loop" not in src and "_vseq(" in src, src
+
+
+@pytest.mark.parametrize("runtime", RUNTIMES)
+@pytest.mark.parametrize("name", sorted(LOOKUPS))
+def test_lookups_against_the_interpreter(name, runtime, monkeypatch):
+    text = LOOKUPS[name]
+    assert source.rewritten(load(text))
+    runs = _spy(monkeypatch)
+    g = chad.grad(text, evm=runtime)
+    gi = chad.grad(text, evm=runtime, backend="interp")
+    for n in (0, 1, 5, 200):
+        rng = np.random.default_rng(n)
+        w = rng.normal(size=9) * rng.choice([1.0, 1e16], size=9)
+        for ks in (rng.integers(0, 8, size=n), np.zeros(n, dtype=np.int64),
+                   rng.integers(0, 10, size=n)):  # (9: out of range for w ! (k + 1))
+            try:
+                want = gi(w, ks)
+            except ChadError as e:
+                with pytest.raises(ChadError, match=re.escape(str(e))):
+                    g(w, ks)
+                continue
+            got = g(w, ks)
+            assert got[0] == want[0] or abs(got[0] - want[0]) <= 1e-12 * abs(want[0])
+            np.testing.assert_allclose(got[1][0], want[1][0], rtol=1e-12, atol=0)
+            assert got[1][1] == want[1][1] == (None,) * n
+    if runtime != "map":
+        assert runs
+
+
+def test_a_map_over_reals_stays_a_map():
+    from chad.compile.index_lets import inline_index_lets
+    body = _body("def f(w : Array R, xs : Array R) : R = sum (map (\\x -> x * w ! 0) xs)")
+    assert inline_index_lets(body) is body
+
+
+def test_a_map_whose_element_is_no_index_stays():
+    from chad.compile.index_lets import inline_index_lets
+    body = _body("def f(ks : Array Z) : R = sum (map (\\k -> toreal k) ks)")
+    assert inline_index_lets(body) is body
+
+
+# ----------------------------------------------------------------- Array Z at the boundary
+
+
+@pytest.mark.parametrize("dtype", [np.int64, np.int32, np.uint8, np.uint64, np.int16])
+def test_int_arrays_are_arguments(dtype):
+    from chad.values import value_from_json
+    from chad.types import ArrayT, Int
+    j = np.array([0, 3, 7, 2], dtype=dtype)
+    got = value_from_json(ArrayT(Int()), j)
+    assert got.dtype == np.int64 and got.tolist() == [0, 3, 7, 2]
+    got[0] = 5
+    assert j[0] == 0  # a copy
+    assert value_from_json(ArrayT(Int()), [0, 3, 7, 2]).tolist() == [0, 3, 7, 2]
+
+
+def test_int_arrays_out_of_range_and_bools_are_errors():
+    from chad.errors import UsageError
+    from chad.types import ArrayT, Int
+    from chad.values import value_from_json
+    with pytest.raises(UsageError, match=r"args\[1\]: 18446744073709551615 is outside the range"):
+        value_from_json(ArrayT(Int()), np.array([1, 2 ** 64 - 1], dtype=np.uint64))
+    with pytest.raises(UsageError, match=r"args\[0\]: 9223372036854775808 is outside the range"):
+        value_from_json(ArrayT(Int()), [2 ** 63, 1])
+    with pytest.raises(UsageError, match="expected an integer"):
+        value_from_json(ArrayT(Int()), np.array([True, False]))
+    with pytest.raises(UsageError, match="expected an integer"):
+        value_from_json(ArrayT(Int()), [1, True])

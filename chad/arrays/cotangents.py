@@ -16,7 +16,7 @@ from chad import cotangents as C
 from chad.errors import UsageError
 from chad.linear import LR
 from chad.transform.common import D2
-from chad.types import ArrayT, Real
+from chad.types import ArrayT, Int, Real, UnitT
 from chad.values import _short
 
 from chad.compile.ieee import quiet
@@ -53,6 +53,8 @@ def ctg_from_json(ty: ArrayT, j, path: str, primal=None):
 
 def densify(ty: ArrayT, primal, ct):
     n = len(primal)
+    if isinstance(ty.elem, (Int, UnitT)):  # (C.densify's None for every element)
+        return (None,) * n
     rows = _rows_at_once(ty, primal, ct, n)
     if rows is not None:
         return rows

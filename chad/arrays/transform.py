@@ -51,7 +51,7 @@ Gathers (§8.1). In `build n (i. t)`, an occurrence `a ! e` is a *gather read*
 when `a` is a variable bound outside the build, `e` mentions no variable bound
 inside t (other than i), the element type has a non-trivial cotangent, and the
 occurrence is evaluated exactly once per element (not under a case branch, a
-lambda, or the body of a nested build/fold/map). Then the index array
+lambda, or the body of a nested build/fold/map/iter/scan). Then the index array
 `build n (i. e)` and the gathered array are computed in the primal pass, the
 occurrence is replaced by a fresh variable x bound to `g ! i`, and x's cotangent
 is accumulated densely in a per-element `scope` cell; the reverse pass ends with
@@ -69,8 +69,8 @@ import attrs
 from chad.linear import L_UN
 from chad.primitives import branch, ilit, prim
 from chad.terms import (
-    AddEVM, App, ArrayLit, BindEVM, Build, Case, Fold, Fst, Index, Lam, Length, Let,
-    LPairZero, LUnit, MapA, Pair, Prim, PureEVM, Snd, Term, ThenEVM, Unit, Var, binders_of,
+    AddEVM, App, ArrayLit, BindEVM, Build, Case, Fold, Fst, Index, Iter, Lam, Length, Let,
+    LPairZero, LUnit, MapA, Pair, Prim, PureEVM, Scan, Snd, Term, ThenEVM, Unit, Var, binders_of,
     rebuild,
 )
 from chad.terms import free_vars as _free_vars
@@ -266,7 +266,9 @@ def extract_gathers(body: Term, i_name: str, fresh) -> tuple[Term, list[GatherRe
                     order.append(g)
                 return Var(g.var, loc=t.loc, ty=t.ty)
             # Only the parts evaluated exactly once per element are searched:
-            # not a lambda's body, a case's branches, or a nested loop's body.
+            # not a lambda's body, a case's branches, or a nested loop's body
+            # (an iter's or a scan's too: run any number of times, 0 included,
+            # a read hoisted out of it could fail where the program does not)
             case Lam():
                 return t
             case Case():
@@ -275,6 +277,10 @@ def extract_gathers(body: Term, i_name: str, fresh) -> tuple[Term, list[GatherRe
                 return ev(t, size=walk(t.size, inner))
             case Fold() | MapA():
                 return ev(t, arr=walk(t.arr, inner))
+            case Iter():
+                return ev(t, count=walk(t.count, inner), init=walk(t.init, inner))
+            case Scan():
+                return ev(t, init=walk(t.init, inner), arr=walk(t.arr, inner))
         return rebuild(t, [walk(c, inner | set(names)) for c, names in binders_of(t)])
 
     new = walk(body, frozenset())

@@ -1,14 +1,18 @@
-"""Let-bound integer indices, a source rewrite for the compiled path only
-(chad/compile/source.py): in the body of a `build` or a `map`, a let of an
-integer that an array read uses as its index is substituted into its uses:
+"""Integer indices in loop bodies, source rewrites for the compiled path only
+(chad/compile/source.py): in the body of a `build`, a let of an integer that
+an array read uses as its index is substituted into its uses:
 
     build n (\\i -> let j = i - 1 in ... a ! (if j < 0 then 0 else j) ...)
       ==>  build n (\\i -> ... a ! (if i - 1 < 0 then 0 else i - 1) ...)
 
 (or in the right-hand side of such a let) when the right-hand side cannot
 fail (chad/compile/failing.py: no index, no division on Z, no call) and is
-small (at most SMALL nodes), in the parts of the body CHAD's gathers search. Its value is the
-same (integers are exact), computed where it is used. What changes is the
+small (at most SMALL nodes, EXPANDED with the lets it reads substituted, and
+BUDGET added to the body in all), in the parts of the body evaluated once per
+element (not in a lambda, a case's branches, an inner loop or an `iter`,
+which may run 0 times: there a hoisted read could fail where the program's
+does not). Its value is the same (integers are exact), computed where it is
+used. What changes is the
 derivative: CHAD's gathers (Efficient CHAD (Smeding & Vákár), §8.1; chad/
 arrays/transform.py, `extract_gathers`) read `a` at an index that depends on
 the loop index only, so the read is hoisted into a gather by an index array
@@ -19,23 +23,40 @@ reverse pass handles (the loop ran element by element). The gather's
 cotangents are then added in the index array's order, the one-hot adds in
 the chain's: where two elements read one position, its sum may round
 differently (a rewritten program: docs/compiler.md, "Vectorisation").
+
+A let of the loop's own read (`let j = ks ! i` in `build (length ks) (\\i ->
+...)`) counts as unable to fail (i < length ks: as chad/compile/rows.py's
+row reads). And a `map (\\k -> e) ks` over a variable ks of type Array Z
+whose element is read as an index in e (an embedding lookup: `map (\\k ->
+w ! k) ks`) becomes `build (length ks) (\\i -> e[k := ks ! i])`: the same
+reads in the same order (those of ks cannot fail), and then CHAD's gathers.
 """
 
 from __future__ import annotations
 
+import itertools
+
 from chad.terms import (
-    Build, Case, Fold, Index, Lam, Let, MapA, Var, children, free_vars, rewrite, subterms,
+    Ann, Build, Case, Fold, Fst, Index, Inl, Inr, Length, Let, MapA, Pair, Prim, Snd, Unit, Var,
+    children, free_vars, rewrite, subterms,
 )
-from chad.types import Int
+from chad.types import ArrayT, Int
 
 from .failing import safe
 
-SMALL = 40  # the largest right-hand side substituted (nodes)
+_MAPS = itertools.count(1)
+SMALL = 40      # the largest right-hand side substituted (nodes)
+EXPANDED = 200  # ... and with the lets it reads substituted
+BUDGET = 4000   # the most nodes the substitutions may add to a body
+# the nodes whose children are all evaluated once when the node is
+_ONCE = (Let, Prim, Pair, Fst, Snd, Index, Length, Ann, Var, Unit, Inl, Inr)
 
 
 def inline_index_lets(body):
-    """body with the lets of the module doc substituted; body itself when
-    there is none. Names must be unique in body (no substitution captures)."""
+    """body with the lets of the module doc substituted and its maps over
+    index arrays made builds; body itself when there is none. Names must be
+    unique in body (no substitution captures)."""
+    body = _index_maps(body)
     lets = _eligible(body)
     if not lets:
         return body
@@ -58,17 +79,40 @@ def _eligible(body) -> dict:
     out: dict = {}
     for t in subterms(body):
         if type(t) is Build:
-            out.update(_in_loop(t.body))
+            out.update(_in_loop(t.body, _loop_read(t)))
     return out
 
 
-def _in_loop(body) -> dict:
-    """The lets of a build's body to substitute: in the parts CHAD's
-    extract_gathers searches (evaluated once per element: not a lambda's body,
-    a case's branches, a nested loop's body), an integer let that cannot fail,
-    small, read in the index of a read of an array the body does not bind, or
-    by another such let (`let j = i - 1 in let k = clamp j in a ! k`)."""
-    in_index: set = set()
+def _loop_read(t: Build):
+    """For `build (length a) (i. ...)`: a test of `a ! i` (which cannot fail
+    there: i < length a, and names are unique), else None."""
+    size = t.size
+    while type(size) is Ann:
+        size = size.expr
+    if type(size) is not Length or type(size.expr) is not Var:
+        return None
+    a, i = size.expr.name, t.name
+    return lambda u: (type(u) is Index and type(u.arr) is Var and u.arr.name == a
+                      and type(u.idx) is Var and u.idx.name == i)
+
+
+def _safe_here(rhs, loop_read) -> bool:
+    """rhs cannot fail in the build's body: safe, its reads `a ! i` of the
+    loop's own array at the loop's index aside (`let j = ks ! i`)."""
+    if loop_read is not None:
+        rhs = rewrite(rhs, lambda u: Unit() if loop_read(u) else u)
+    return safe(rhs)
+
+
+def _in_loop(body, loop_read=None) -> dict:
+    """The lets of a build's body to substitute: in the parts evaluated once
+    per element whenever the element is (lets, primitives, pairs, reads, a
+    case's scrutinee, a nested loop's size or array: never a lambda's body,
+    a case's branches, a loop's body, an `iter` or anything else that may run
+    its parts any number of times, 0 included), an integer let that cannot
+    fail and is small, read in the index of a read of an array the body does
+    not bind, or by another such let (`let j = i - 1 in let k = clamp j in
+    a ! k`); none when the substitutions would add more than BUDGET nodes."""
     bound: set = set()
     candidates: dict = {}
     reads: list = []
@@ -80,18 +124,18 @@ def _in_loop(body) -> dict:
             reads.append(t)
         elif cls is Let:
             bound.add(t.name)
-            if isinstance(getattr(t.rhs, "ty", None), Int) and safe(t.rhs) and _small(t.rhs):
+            if isinstance(getattr(t.rhs, "ty", None), Int) and _small(t.rhs) \
+                    and _safe_here(t.rhs, loop_read):
                 candidates[t.name] = t.rhs
-        if cls is Lam:
-            continue
-        if cls is Case:
+        if cls in _ONCE:
+            stack.extend(children(t))
+        elif cls is Case:
             stack.append(t.scrut)
         elif cls is Build:
             stack.append(t.size)
         elif cls in (Fold, MapA):
             stack.append(t.arr)
-        else:
-            stack.extend(children(t))
+    in_index: set = set()
     for t in reads:
         if t.arr.name not in bound:
             in_index.update(free_vars(t.idx))
@@ -103,7 +147,74 @@ def _in_loop(body) -> dict:
             continue
         out[x] = candidates[x]
         todo.extend(y for y in free_vars(candidates[x]) if y in candidates and y not in out)
-    return out
+    return _bounded(out, body)
+
+
+def _index_maps(body):
+    """`map (k. e) ks` with ks a variable of type Array Z and k read as an
+    index in e becomes `build (length ks) (i. e[k := ks ! i])` (module doc)."""
+    if not any(type(t) is MapA for t in subterms(body)):
+        return body
+    taken = {u.name for u in subterms(body) if type(u) is Var} | {
+        getattr(u, "name", None) for u in subterms(body)}
+
+    def post(t):
+        if type(t) is not MapA or type(t.arr) is not Var:
+            return t
+        ty = getattr(t.arr, "ty", None)
+        if not (isinstance(ty, ArrayT) and isinstance(ty.elem, Int)):
+            return t
+        k = t.name
+        if not any(type(u) is Index and type(u.arr) is Var and k in free_vars(u.idx)
+                   for u in subterms(t.body)):
+            return t
+        i = next(f"i$m{n}" for n in itertools.count(next(_MAPS)) if f"i$m{n}" not in taken)
+        taken.add(i)  # (no source name has '$')
+        read = Index(t.arr, Var(i, loc=t.loc, ty=Int()), loc=t.loc, ty=Int())
+        new_body = rewrite(t.body, lambda u: read if type(u) is Var and u.name == k else u)
+        size = Length(t.arr, loc=t.loc, ty=Int())
+        return Build(size, i, new_body, loc=t.loc, ty=t.ty)
+
+    return rewrite(body, lambda t: t, post)
+
+
+def _bounded(lets: dict, body) -> dict:
+    """lets without those whose right-hand side, with the lets it reads
+    substituted, is larger than EXPANDED (`let j1 = j0 + j0 in let j2 = j1 + j1
+    ...` doubles at each step); none when every use substituted would add more
+    than BUDGET nodes."""
+    size: dict = {}
+    for x in lets:  # (each right-hand side's lets first: an explicit stack)
+        stack = [x]
+        while stack:
+            y = stack[-1]
+            if y in size:
+                stack.pop()
+                continue
+            deps = [z for z in _reads(lets[y]) if z in lets and z not in size]
+            if deps:
+                stack.extend(dict.fromkeys(deps))
+                continue
+            size[y] = sum(size.get(z, 1) if z in lets else 1 for z in _leaves(lets[y]))
+            stack.pop()
+    kept = {x: e for x, e in lets.items() if size[x] <= EXPANDED}
+    uses: dict = {}
+    for t in subterms(body):
+        if type(t) is Var and t.name in kept:
+            uses[t.name] = uses.get(t.name, 0) + 1
+    if sum(n * size[x] for x, n in uses.items()) > BUDGET:
+        return {}
+    return kept
+
+
+def _reads(t) -> list:
+    return [u.name for u in subterms(t) if type(u) is Var]
+
+
+def _leaves(t):
+    """t's nodes, a variable by its name (the others None)."""
+    for u in subterms(t):
+        yield u.name if type(u) is Var else None
 
 
 def _small(t) -> bool:

@@ -33,9 +33,9 @@ import itertools
 
 import attrs
 
-from chad.terms import App, Build, Call, Lam, Length, Let, Var, rewrite, shape, subterms
+from chad.terms import App, Build, Call, Lam, Length, Let, MapA, Var, rewrite, shape, subterms
 
-from chad.types import Int
+from chad.types import ArrayT, Int
 
 from .index_lets import inline_index_lets
 from .rows import hoist_rows
@@ -64,6 +64,9 @@ def _candidates(body, calls: dict | None, rows: bool) -> bool:
         if rows and cls is Build and type(n.size) is Length:  # a row to hoist, maybe (rows.py)
             return True
         if cls is Let and isinstance(getattr(n.rhs, "ty", None), Int):  # (index_lets.py)
+            return True
+        if cls is MapA and isinstance(getattr(n.arr, "ty", None), ArrayT) \
+                and isinstance(n.arr.ty.elem, Int):  # a map over indices (index_lets.py)
             return True
     return False
 
