@@ -115,7 +115,7 @@ def _too_large(text: str, path: str) -> str:
 
 def int_from_json(j, path: str) -> int:
     """A Z from JSON: an integer of any size (at most the digits Python converts)."""
-    if isinstance(j, np.integer):
+    if isinstance(j, np.integer) and not isinstance(j, np.timedelta64):
         j = int(j)
     if isinstance(j, OutOfRange) and j.is_int:
         raise UsageError(f"{path}: the integer {_short(j)} is too long ({_digits(j.text)} "
@@ -162,6 +162,8 @@ def value_from_json(ty: Type, j, path: str = "args"):
                 fast = _int64_array(j)
                 if fast is not None:
                     return fast
+            if isinstance(j, np.ndarray) and j.ndim == 0:
+                raise UsageError(f"{path}: expected a list ({ty}), got {_short(j)}")
             if isinstance(j, (tuple, np.ndarray)):
                 j = list(j)
             if not isinstance(j, list):

@@ -124,13 +124,16 @@ def prepare_body(body, params, calls: dict | None = None, rows: bool = True):
     occ = analyse(body)
     if occ.dup or set(params) & set(occ.infos):
         body = uniquify(body, Fresh(set(occ.names) | set(params)), set(occ.free) | set(params))
+    renamed = body
+    # before the lambdas are inlined: their copies keep the lambda's binder
+    # names, and index_lets keys its lets by name
+    body = inline_index_lets(body)
     lams = _inlinable(body)
     new = _Rewriter(lams, None).go(body)
-    new = inline_index_lets(new)
     if rows:
         new = hoist_rows(new)
-    if new is body:  # nothing but names renamed apart, maybe: the body as it was
-        return orig if called is orig else body
+    if new is renamed:  # nothing but names renamed apart, maybe: the body as it was
+        return orig if called is orig else renamed
     return tidy(new)
 
 
