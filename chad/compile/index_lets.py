@@ -34,17 +34,16 @@ reads in the same order (those of ks cannot fail), and then CHAD's gathers.
 
 from __future__ import annotations
 
-import itertools
-
 from chad.terms import (
     Ann, Build, Case, Fold, Fst, Index, Inl, Inr, Length, Let, MapA, Pair, Prim, Snd, Unit, Var,
     children, free_vars, rewrite, subterms,
 )
+from chad.simplify.names import Fresh
 from chad.types import ArrayT, Int
 
 from .failing import safe
+from .rows import names_of
 
-_MAPS = itertools.count(1)
 SMALL = 40      # the largest right-hand side substituted (nodes)
 EXPANDED = 200  # ... and with the lets it reads substituted
 BUDGET = 4000   # the most nodes the substitutions may add to a body
@@ -155,8 +154,7 @@ def _index_maps(body):
     index in e becomes `build (length ks) (i. e[k := ks ! i])` (module doc)."""
     if not any(type(t) is MapA for t in subterms(body)):
         return body
-    taken = {u.name for u in subterms(body) if type(u) is Var} | {
-        getattr(u, "name", None) for u in subterms(body)}
+    fresh = Fresh(names_of(body))
 
     def post(t):
         if type(t) is not MapA or type(t.arr) is not Var:
@@ -168,8 +166,7 @@ def _index_maps(body):
         if not any(type(u) is Index and type(u.arr) is Var and k in free_vars(u.idx)
                    for u in subterms(t.body)):
             return t
-        i = next(f"i$m{n}" for n in itertools.count(next(_MAPS)) if f"i$m{n}" not in taken)
-        taken.add(i)  # (no source name has '$')
+        i = fresh("i")  # (no source name has '$')
         read = Index(t.arr, Var(i, loc=t.loc, ty=Int()), loc=t.loc, ty=Int())
         new_body = rewrite(t.body, lambda u: read if type(u) is Var and u.name == k else u)
         size = Length(t.arr, loc=t.loc, ty=Int())
@@ -191,11 +188,12 @@ def _bounded(lets: dict, body) -> dict:
             if y in size:
                 stack.pop()
                 continue
-            deps = [z for z in _reads(lets[y]) if z in lets and z not in size]
+            leaves = list(_leaves(lets[y]))
+            deps = [z for z in leaves if z in lets and z not in size]
             if deps:
                 stack.extend(dict.fromkeys(deps))
                 continue
-            size[y] = sum(size.get(z, 1) if z in lets else 1 for z in _leaves(lets[y]))
+            size[y] = sum(size[z] if z in lets else 1 for z in leaves)
             stack.pop()
     kept = {x: e for x, e in lets.items() if size[x] <= EXPANDED}
     uses: dict = {}
@@ -205,10 +203,6 @@ def _bounded(lets: dict, body) -> dict:
     if sum(n * size[x] for x, n in uses.items()) > BUDGET:
         return {}
     return kept
-
-
-def _reads(t) -> list:
-    return [u.name for u in subterms(t) if type(u) is Var]
 
 
 def _leaves(t):
@@ -224,4 +218,3 @@ def _small(t) -> bool:
         if n > SMALL:
             return False
     return True
-

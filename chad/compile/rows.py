@@ -39,7 +39,7 @@ _LOOPS = (Build, MapA, Fold, Lam)  # a nested body run once per element
 def hoist_rows(body):
     """body with every row read once as `a ! i ! j` in a build over j hoisted
     (module doc); body itself when there is none. Names must be unique in body."""
-    taken = _names(body)
+    taken = names_of(body)
     return rewrite(body, lambda t: t, lambda t: _hoist(t, taken))
 
 
@@ -109,7 +109,7 @@ def _bare(t):
     return t
 
 
-def _names(t) -> set:
+def names_of(t) -> set:
     """Every name t reads or binds."""
     out = set()
     for n in subterms(t):

@@ -12,8 +12,9 @@ primal, before simplification). The counting evaluator never sees these terms
 * **Applied lambda literals** `(\\x -> b) a` likewise (`map (\\(x : R) -> b) xs`:
   an annotated lambda is parsed as a function value applied to the element).
 * **Let-bound integer indices** in a loop body (`let j = i - 1 in ... a ! (if
-  j < 0 then 0 else j)`) substituted into their uses (chad/compile/
-  index_lets.py), so the read is a gather CHAD hoists out of the loop.
+  j < 0 then 0 else j)`) substituted into their uses, and maps over an
+  `Array Z` read as indices made builds (chad/compile/index_lets.py), so the
+  read is a gather CHAD hoists out of the loop.
 * **Calls** (with `calls`, the primal path) of a small def that calls no def:
   `g(a1, ..., an)` becomes `let t1 = a1 in ... let p1 = t1 in ... g's body`
   (as chad/functions/compiled.py inlines a derivative's calls in target terms),
