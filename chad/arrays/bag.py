@@ -31,7 +31,7 @@ from attrs import frozen
 
 from chad.compile import kernels, shifts
 from chad.compile.ieee import quiet
-from chad.compile.known import NO_NEG_ZERO, is_iota
+from chad.compile.known import NO_NEG_ZERO, ONE_HOT, is_iota
 from chad.compile.order import add_rows, column_sums
 from chad.compile.scaled import ScaledRows
 from chad.errors import EvalError
@@ -447,6 +447,10 @@ def dense_real(bag, n: int, take: bool = False):
                 return np.add(v, 0.0)
     elif type(bag) is BPlus:
         parts = _dense_parts(bag, n)
+        if take and parts and len(parts) == 2 and parts[0].ndim == parts[1].ndim == 1:
+            done = _add_one_hot(parts, n)
+            if done is not None:
+                return done
         if (take and parts and len(parts) == 2 and parts[0].ndim == parts[1].ndim == 1
                 and parts[0] in NO_NEG_ZERO):
             # 0.0 + w1 is w1, and w1 + w2 is w2 + w1: added into whichever of
@@ -500,6 +504,22 @@ def _blocks(parts: list) -> list:
         if w is not None:
             out.append(w)
     return out
+
+
+def _add_one_hot(parts: list, n: int):
+    """0.0 + w1 + w2 for each element, of a bag's two arrays, when one is a
+    fold's leaf cotangents (ONE_HOT: +0.0 but at element k) and the other an
+    array of sums without -0.0 (NO_NEG_ZERO) that only the bag holds: that
+    array with element k set to 0.0 + w1[k] + w2[k] (elsewhere the sum is
+    0.0 + w + 0.0 or 0.0 + 0.0 + w, which is w: no pass); else None."""
+    for i in (0, 1):
+        k = ONE_HOT.fact(parts[i])
+        w = parts[1 - i]  # (referred to by the bag, the list, w and getrefcount)
+        if (k is not None and w in NO_NEG_ZERO and w.flags.writeable and w.flags.owndata
+                and w.strides == (8,) and sys.getrefcount(w) <= _SOLE + 1):
+            w[k] = (0.0 + float(parts[0][k])) + float(parts[1][k])
+            return w
+    return None
 
 
 def _dense_parts(bag, n: int) -> list | None:

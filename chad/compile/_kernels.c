@@ -67,24 +67,41 @@ static int get_vec(PyObject *obj, vec *v, char fmt, int writable) {
 
 #define AT(v, i) (*(const double *)((v).data + (i) * (v).stride))
 
-/* running(parts, masks, n, start) -> float or None
+/* -x by its sign bit: the negation numpy's `negative` makes, which the
+ * compiler may not fold into a subtraction (s + -x and s - x differ in the
+ * sign of a NaN x) */
+static inline double flip(double x) {
+    uint64_t b;
+    memcpy(&b, &x, 8);
+    b ^= 0x8000000000000000ULL;
+    memcpy(&x, &b, 8);
+    return x;
+}
+
+/* running(parts, masks, n, start[, negs]) -> float or None
  *
  * parts: a tuple of 1-D arrays of doubles, part p holding n * w_p values (its
  * w_p adds of element 0, then element 1's, ...); masks: a tuple as long, each
  * None (every element added) or a 1-D bool array of n (the elements that ran
  * the add); start: the cell's value, or None (the sum starts at the first
- * value added). The value after element 0's adds (part 0's, then part 1's,
- * ...), then element 1's, ...; None when no value was added (start too). */
+ * value added); negs: None or a tuple as long of bools, true where the part's
+ * adds are of its values negated (-x, as numpy's `negative`). The value after
+ * element 0's adds (part 0's, then part 1's, ...), then element 1's, ...;
+ * None when no value was added (start too). */
 static PyObject *running(PyObject *self, PyObject *args) {
-    PyObject *parts, *masks, *start;
+    PyObject *parts, *masks, *start, *negs = Py_None;
     Py_ssize_t n;
-    if (!PyArg_ParseTuple(args, "O!O!nO", &PyTuple_Type, &parts, &PyTuple_Type, &masks, &n,
-                          &start))
+    if (!PyArg_ParseTuple(args, "O!O!nO|O", &PyTuple_Type, &parts, &PyTuple_Type, &masks, &n,
+                          &start, &negs))
         return NULL;
     Py_ssize_t k = PyTuple_GET_SIZE(parts);
     if (PyTuple_GET_SIZE(masks) != k || n < 0) {
         PyErr_SetString(PyExc_ValueError,
                         n < 0 ? "running: n < 0" : "running: parts and masks differ in number");
+        return NULL;
+    }
+    if (negs != Py_None && (!PyTuple_Check(negs) || PyTuple_GET_SIZE(negs) != k)) {
+        PyErr_SetString(PyExc_ValueError, "running: negs is not None or a tuple as long as parts");
         return NULL;
     }
     double s = 0.0;
@@ -98,12 +115,19 @@ static PyObject *running(PyObject *self, PyObject *args) {
     vec *p = PyMem_Calloc(k ? k : 1, sizeof(vec));
     vec *m = PyMem_Calloc(k ? k : 1, sizeof(vec));
     Py_ssize_t *w = PyMem_Calloc(k ? k : 1, sizeof(Py_ssize_t));
+    int *ng = PyMem_Calloc(k ? k : 1, sizeof(int));
     PyObject *result = NULL;
-    if (!p || !m || !w) {
+    if (!p || !m || !w || !ng) {
         PyErr_NoMemory();
         goto done;
     }
     for (Py_ssize_t j = 0; j < k; j++) {
+        if (negs != Py_None) {
+            int t = PyObject_IsTrue(PyTuple_GET_ITEM(negs, j));
+            if (t < 0)
+                goto done;
+            ng[j] = t;
+        }
         if (get_vec(PyTuple_GET_ITEM(parts, j), &p[j], 'd', 0) < 0)
             goto done;
         if (n == 0 ? p[j].len != 0 : p[j].len % n != 0) {
@@ -131,11 +155,14 @@ static PyObject *running(PyObject *self, PyObject *args) {
         Py_ssize_t len = p[0].len, i = 0;
         added = len > 0;
         if (!have && len) {
-            s = AT(p[0], 0);
+            s = ng[0] ? flip(AT(p[0], 0)) : AT(p[0], 0);
             have = 1;
             i = 1;
         }
-        if (p[0].stride == (Py_ssize_t)sizeof(double)) {
+        if (ng[0]) {
+            for (; i < len; i++)
+                s = s + flip(AT(p[0], i));
+        } else if (p[0].stride == (Py_ssize_t)sizeof(double)) {
             const double *a = (const double *)p[0].data;
             for (; i < len; i++)
                 s = s + a[i];
@@ -149,7 +176,8 @@ static PyObject *running(PyObject *self, PyObject *args) {
                 int keep = !m[j].held || *(const char *)(m[j].data + i * m[j].stride);
                 Py_ssize_t c = i * w[j], e = c + w[j];
                 if (!have && keep && c < e) {  /* the first value added */
-                    s = AT(p[j], c++);
+                    s = ng[j] ? flip(AT(p[j], c)) : AT(p[j], c);
+                    c++;
                     have = added = 1;
                 }
                 if (!have)
@@ -159,7 +187,7 @@ static PyObject *running(PyObject *self, PyObject *args) {
                  * not by a branch the mask's pattern would mispredict */
                 uint64_t on = -(uint64_t)keep;
                 for (; c < e; c++) {
-                    double t = s + AT(p[j], c);
+                    double t = s + (ng[j] ? flip(AT(p[j], c)) : AT(p[j], c));
                     uint64_t sb, tb;
                     memcpy(&sb, &s, 8);
                     memcpy(&tb, &t, 8);
@@ -186,6 +214,7 @@ done:
     PyMem_Free(p);
     PyMem_Free(m);
     PyMem_Free(w);
+    PyMem_Free(ng);
     return result;
 }
 
@@ -781,10 +810,388 @@ done:
     return result;
 }
 
+/* fuse(prog, leaves) -> a new array, or None (the caller evaluates the
+ * expression with numpy's operators instead)
+ *
+ * An elementwise expression of float64 arrays and reals, evaluated in one
+ * pass (chad/compile/fusion.py): prog is its postfix code, one byte an
+ * instruction (printable, so that its repr is the bytes themselves): '0' + k
+ * pushes leaf k, '~' negates the value on top (-x, by the sign bit, as numpy's
+ * `negative`), '+', '-', '*', '/' make x OP y of the two values on top. leaves: a tuple of floats and numpy float64 arrays
+ * (ndarray itself, aligned, native byte order, at least one of them), of
+ * shapes numpy broadcasts. The result is numpy's for the same operations one
+ * after the other: each element is computed by the same IEEE operations in
+ * the same order (plain C doubles, no contraction: see setup.py), only
+ * without an array per operation: blocks of FUSE_BLOCK elements go through
+ * every operation while they are in the cache. None for anything else (an
+ * integer, an array of another type, shapes that do not broadcast). */
+enum { FUSE_LEAF = '0', FUSE_NEG = '~', FUSE_ADD = '+', FUSE_SUB = '-', FUSE_MUL = '*',
+       FUSE_DIV = '/' };
+#define FUSE_BLOCK 512
+#define FUSE_LEAVES 40  /* leaf k is the byte '0' + k: '0' .. 'W' */
+#define FUSE_DEPTH 16
+#define FUSE_DIMS 16
+
+static PyObject *fuse_ndarray = NULL;  /* numpy.ndarray */
+static PyObject *fuse_empty = NULL;    /* numpy.empty */
+
+static PyObject *fuse_setup(PyObject *self, PyObject *args) {
+    PyObject *nd, *empty;
+    if (!PyArg_ParseTuple(args, "OO", &nd, &empty))
+        return NULL;
+    Py_XDECREF(fuse_ndarray);
+    Py_XDECREF(fuse_empty);
+    Py_INCREF(nd);
+    Py_INCREF(empty);
+    fuse_ndarray = nd;
+    fuse_empty = empty;
+    Py_RETURN_NONE;
+}
+
+typedef struct {
+    int array;                       /* else a real */
+    double value;
+    Py_buffer view;
+    int held;
+    const char *data;
+    Py_ssize_t st[FUSE_DIMS];        /* its stride along each axis of the result (0: broadcast) */
+    const double *ptr;               /* the block's values */
+    double *buf;                     /* its own block (copied, or the real repeated) */
+    int pattern;                     /* every block of rows reads the same values */
+    Py_ssize_t off;                  /* the current row's offset */
+} fuse_leaf;
+
+static inline void fuse_copy(double *dst, const char *src, Py_ssize_t stride, Py_ssize_t len) {
+    if (stride == (Py_ssize_t)sizeof(double)) {
+        memcpy(dst, src, (size_t)len * sizeof(double));
+    } else if (stride == 0) {
+        double v = *(const double *)src;
+        for (Py_ssize_t i = 0; i < len; i++)
+            dst[i] = v;
+    } else {
+        for (Py_ssize_t i = 0; i < len; i++)
+            dst[i] = *(const double *)(src + i * stride);
+    }
+}
+
+/* The instructions on one block of len elements; the last one's values into out. */
+static void fuse_block(const unsigned char *code, Py_ssize_t ncode, fuse_leaf *lv,
+                       double **pool, Py_ssize_t len, double *out) {
+    const double *stack[FUSE_DEPTH];
+    int own[FUSE_DEPTH];             /* the pool buffer a stack entry is in, or -1 */
+    int free_[FUSE_DEPTH], nfree = 0, sp = 0;
+    for (int b = FUSE_DEPTH - 1; b >= 0; b--)
+        free_[nfree++] = b;
+    for (Py_ssize_t c = 0; c < ncode; c++) {
+        unsigned char op = code[c];
+        if (op >= FUSE_LEAF && op < FUSE_LEAF + FUSE_LEAVES) {
+            stack[sp] = lv[op - FUSE_LEAF].ptr;
+            own[sp++] = -1;
+            continue;
+        }
+        int last = c == ncode - 1;
+        if (op == FUSE_NEG) {
+            const double *a = stack[sp - 1];
+            int o = own[sp - 1];
+            if (o < 0 && !last)
+                o = free_[--nfree];
+            double *d = last ? out : pool[o];
+            for (Py_ssize_t i = 0; i < len; i++)
+                d[i] = flip(a[i]);
+            stack[sp - 1] = d;
+            own[sp - 1] = last ? -1 : o;
+            continue;
+        }
+        const double *y = stack[--sp];
+        const double *x = stack[sp - 1];
+        int ox = own[sp - 1], oy = own[sp], o;
+        if (last) {
+            o = -1;
+        } else if (ox >= 0) {
+            o = ox;
+        } else if (oy >= 0) {
+            o = oy;
+        } else {
+            o = free_[--nfree];
+        }
+        double *d = last ? out : pool[o];
+        switch (op) {
+        case FUSE_ADD:
+            for (Py_ssize_t i = 0; i < len; i++)
+                d[i] = x[i] + y[i];
+            break;
+        case FUSE_SUB:
+            for (Py_ssize_t i = 0; i < len; i++)
+                d[i] = x[i] - y[i];
+            break;
+        case FUSE_MUL:
+            for (Py_ssize_t i = 0; i < len; i++)
+                d[i] = x[i] * y[i];
+            break;
+        default:  /* FUSE_DIV */
+            for (Py_ssize_t i = 0; i < len; i++)
+                d[i] = x[i] / y[i];
+            break;
+        }
+        if (ox >= 0 && ox != o)
+            free_[nfree++] = ox;
+        if (oy >= 0 && oy != o)
+            free_[nfree++] = oy;
+        stack[sp - 1] = d;
+        own[sp - 1] = o;
+    }
+}
+
+static PyObject *fuse(PyObject *self, PyObject *args) {
+    PyObject *prog, *leaves;
+    if (!PyArg_ParseTuple(args, "O!O!", &PyBytes_Type, &prog, &PyTuple_Type, &leaves))
+        return NULL;
+    if (fuse_ndarray == NULL)
+        Py_RETURN_NONE;
+    const unsigned char *code = (const unsigned char *)PyBytes_AS_STRING(prog);
+    Py_ssize_t ncode = PyBytes_GET_SIZE(prog), nl = PyTuple_GET_SIZE(leaves);
+    /* the code: every leaf it pushes given, the stack within bounds, one value left */
+    int depth = 0, ops = 0;
+    for (Py_ssize_t c = 0; c < ncode; c++) {
+        unsigned char op = code[c];
+        if (op >= FUSE_LEAF && op < FUSE_LEAF + FUSE_LEAVES) {
+            if (op - FUSE_LEAF >= nl || ++depth > FUSE_DEPTH)
+                goto bad_code;
+        } else if (op == FUSE_NEG) {
+            if (depth < 1)
+                goto bad_code;
+            ops++;
+        } else if (op == FUSE_ADD || op == FUSE_SUB || op == FUSE_MUL || op == FUSE_DIV) {
+            if (depth-- < 2)
+                goto bad_code;
+            ops++;
+        } else {
+            goto bad_code;
+        }
+    }
+    if (depth != 1 || ops == 0 || nl > FUSE_LEAVES) {
+bad_code:
+        PyErr_SetString(PyExc_ValueError, "fuse: not the code of an expression of its leaves");
+        return NULL;
+    }
+    fuse_leaf lv[FUSE_LEAVES];
+    memset(lv, 0, sizeof(fuse_leaf) * (size_t)nl);
+    PyObject *result = NULL, *out = NULL;
+    Py_buffer ov;
+    int oheld = 0;
+    double *mem = NULL;
+    int nd = 0, arrays = 0, fallback = 0;
+    Py_ssize_t shape[FUSE_DIMS];
+    for (Py_ssize_t j = 0; j < nl && !fallback; j++) {
+        PyObject *o = PyTuple_GET_ITEM(leaves, j);
+        if (PyFloat_Check(o)) {
+            lv[j].value = PyFloat_AS_DOUBLE(o);
+            continue;
+        }
+        if ((PyObject *)Py_TYPE(o) != fuse_ndarray) {
+            fallback = 1;
+            break;
+        }
+        if (PyObject_GetBuffer(o, &lv[j].view, PyBUF_STRIDES | PyBUF_FORMAT) < 0) {
+            PyErr_Clear();
+            fallback = 1;
+            break;
+        }
+        lv[j].held = 1;
+        const char *f = lv[j].view.format ? lv[j].view.format : "B";
+        if (f[0] == '=' || f[0] == '<' || f[0] == '@')
+            f++;
+        int ndim = lv[j].view.ndim;
+        if (f[0] != 'd' || f[1] != '\0' || lv[j].view.itemsize != (Py_ssize_t)sizeof(double)
+            || ndim < 1 || ndim > FUSE_DIMS || ((uintptr_t)lv[j].view.buf) % sizeof(double)) {
+            fallback = 1;
+            break;
+        }
+        for (int k = 0; k < ndim; k++)
+            if (lv[j].view.strides[k] % (Py_ssize_t)sizeof(double)) {
+                fallback = 1;
+                break;
+            }
+        lv[j].array = 1;
+        lv[j].data = (const char *)lv[j].view.buf;
+        arrays++;
+        if (ndim > nd) {  /* numpy's broadcasting: the shapes aligned at their ends */
+            for (int k = nd - 1; k >= 0; k--)
+                shape[k + ndim - nd] = shape[k];
+            for (int k = 0; k < ndim - nd; k++)
+                shape[k] = 1;
+            nd = ndim;
+        }
+        for (int k = 0; k < ndim && !fallback; k++) {
+            Py_ssize_t s = lv[j].view.shape[k], *t = &shape[k + nd - ndim];
+            if (*t == 1)
+                *t = s;
+            else if (s != 1 && s != *t)
+                fallback = 1;
+        }
+    }
+    if (fallback || arrays == 0)
+        goto none;
+    Py_ssize_t total = 1;
+    for (int k = 0; k < nd; k++)
+        total *= shape[k];
+    for (Py_ssize_t j = 0; j < nl; j++) {
+        if (!lv[j].array)
+            continue;
+        int ndim = lv[j].view.ndim;
+        for (int k = 0; k < nd; k++) {
+            int a = k - (nd - ndim);
+            lv[j].st[k] = a < 0 || lv[j].view.shape[a] == 1 ? 0 : lv[j].view.strides[a];
+        }
+    }
+    /* the result: numpy.empty(shape), C-ordered */
+    PyObject *dims = PyTuple_New(nd);
+    if (dims == NULL)
+        goto done;
+    for (int k = 0; k < nd; k++)
+        PyTuple_SET_ITEM(dims, k, PyLong_FromSsize_t(shape[k]));
+    out = PyObject_CallOneArg(fuse_empty, dims);
+    Py_DECREF(dims);
+    if (out == NULL)
+        goto done;
+    if (PyObject_GetBuffer(out, &ov, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE) < 0)
+        goto done;
+    oheld = 1;
+    if (total == 0)
+        goto finish;
+    /* axes merged where every leaf steps through them as through one */
+    Py_ssize_t sh[FUSE_DIMS];
+    int m = 0;
+    for (int k = 0; k < nd; k++) {
+        if (shape[k] == 1)
+            continue;
+        int merge = m > 0;
+        for (Py_ssize_t j = 0; j < nl && merge; j++)
+            if (lv[j].array && lv[j].st[m - 1] != lv[j].st[k] * shape[k])
+                merge = 0;
+        if (merge) {
+            sh[m - 1] *= shape[k];
+            for (Py_ssize_t j = 0; j < nl; j++)
+                if (lv[j].array)
+                    lv[j].st[m - 1] = lv[j].st[k];
+        } else {
+            for (Py_ssize_t j = 0; j < nl; j++)
+                if (lv[j].array)
+                    lv[j].st[m] = lv[j].st[k];
+            sh[m++] = shape[k];
+        }
+    }
+    if (m == 0) {  /* one element */
+        sh[0] = 1;
+        for (Py_ssize_t j = 0; j < nl; j++)
+            lv[j].st[0] = 0;
+        m = 1;
+    }
+    Py_ssize_t cols = sh[m - 1], rows = total / cols;
+    Py_ssize_t per = cols < FUSE_BLOCK ? FUSE_BLOCK / cols : 1;  /* rows in a block */
+    Py_ssize_t width = cols < FUSE_BLOCK ? cols : FUSE_BLOCK;
+    mem = PyMem_Malloc(sizeof(double) * FUSE_BLOCK * (size_t)(FUSE_DEPTH + nl));
+    if (mem == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    double *pool[FUSE_DEPTH];
+    for (int b = 0; b < FUSE_DEPTH; b++)
+        pool[b] = mem + (size_t)b * FUSE_BLOCK;
+    for (Py_ssize_t j = 0; j < nl; j++) {
+        lv[j].buf = mem + (size_t)(FUSE_DEPTH + j) * FUSE_BLOCK;
+        lv[j].ptr = lv[j].buf;
+        if (!lv[j].array) {
+            for (Py_ssize_t i = 0; i < FUSE_BLOCK; i++)
+                lv[j].buf[i] = lv[j].value;
+            continue;
+        }
+        int pattern = cols < FUSE_BLOCK;  /* whole rows a block, each row the same */
+        for (int k = 0; k < m - 1; k++)
+            if (lv[j].st[k] != 0)
+                pattern = 0;
+        lv[j].pattern = pattern;
+        if (pattern)
+            for (Py_ssize_t q = 0; q < per; q++)
+                fuse_copy(lv[j].buf + q * cols, lv[j].data, lv[j].st[m - 1], cols);
+    }
+    double *res = (double *)ov.buf;
+    Py_ssize_t idx[FUSE_DIMS];
+    memset(idx, 0, sizeof(idx));
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t r = 0; r < rows;) {
+        Py_ssize_t hr = per < rows - r ? per : rows - r;  /* rows in this block */
+        for (Py_ssize_t c0 = 0; c0 < cols; c0 += width) {
+            Py_ssize_t w = cols - c0 < width ? cols - c0 : width, len = hr * w;
+            for (Py_ssize_t j = 0; j < nl; j++) {
+                fuse_leaf *l = &lv[j];
+                if (!l->array || l->pattern)
+                    continue;
+                Py_ssize_t s = l->st[m - 1];
+                if (hr == 1 && s == (Py_ssize_t)sizeof(double)) {
+                    l->ptr = (const double *)(l->data + l->off + c0 * s);
+                } else if (m == 2 && s == (Py_ssize_t)sizeof(double) && l->st[0] == cols * s) {
+                    l->ptr = (const double *)(l->data + l->off);  /* rows one after another */
+                } else {
+                    /* row by row, from this block's first row: offsets advanced below */
+                    Py_ssize_t off = l->off, id2[FUSE_DIMS];
+                    memcpy(id2, idx, sizeof(Py_ssize_t) * (size_t)m);
+                    for (Py_ssize_t q = 0; q < hr; q++) {
+                        fuse_copy(l->buf + q * w, l->data + off + c0 * s, s, w);
+                        for (int k = m - 2; k >= 0; k--) {  /* the next row */
+                            off += l->st[k];
+                            if (++id2[k] < sh[k])
+                                break;
+                            off -= l->st[k] * sh[k];
+                            id2[k] = 0;
+                        }
+                    }
+                    l->ptr = l->buf;
+                }
+            }
+            fuse_block(code, ncode, lv, pool, len, res + r * cols + c0);
+        }
+        for (Py_ssize_t q = 0; q < hr; q++) {  /* every leaf's offset to the next block's row */
+            for (int k = m - 2; k >= 0; k--) {
+                for (Py_ssize_t j = 0; j < nl; j++)
+                    lv[j].off += lv[j].st[k];
+                if (++idx[k] < sh[k])
+                    break;
+                for (Py_ssize_t j = 0; j < nl; j++)
+                    lv[j].off -= lv[j].st[k] * sh[k];
+                idx[k] = 0;
+            }
+        }
+        r += hr;
+    }
+    Py_END_ALLOW_THREADS
+finish:
+    result = out;
+    out = NULL;
+    goto done;
+none:
+    Py_INCREF(Py_None);
+    result = Py_None;
+done:
+    if (oheld)
+        PyBuffer_Release(&ov);
+    Py_XDECREF(out);
+    for (Py_ssize_t j = 0; j < nl; j++)
+        if (lv[j].held)
+            PyBuffer_Release(&lv[j].view);
+    PyMem_Free(mem);
+    return result;
+}
+
 static PyMethodDef methods[] = {
+    {"fuse", fuse, METH_VARARGS,
+     "fuse(prog, leaves): an elementwise expression of float64 arrays and reals in one "
+     "pass (None: not such leaves)."},
+    {"fuse_setup", fuse_setup, METH_VARARGS,
+     "fuse_setup(ndarray, empty): numpy's array type and its numpy.empty, for fuse."},
     {"running", running, METH_VARARGS,
-     "running(parts, masks, n, start): the sequential sum of the parts' values, "
-     "element by element (None: nothing added)."},
+     "running(parts, masks, n, start[, negs]): the sequential sum of the parts' values "
+     "(negated where negs says), element by element (None: nothing added)."},
     {"rows", rows, METH_VARARGS,
      "rows(values, n, start, out): each of the n rows' sequential sum, into out."},
     {"select", select_, METH_VARARGS,

@@ -82,16 +82,20 @@ def _flat(a) -> np.ndarray:
     return a if a.ndim == 1 else a.reshape(-1)
 
 
-def running(parts: list, masks: list, n: int, start):
+def running(parts: list, masks: list, n: int, start, negs=None):
     """The running sum of the parts' values from start (a float; None: from the
     first value added), in the evaluator's order (module doc): its last value,
     or None when no value was added (whatever start). parts[p] holds n x w_p
-    values, element by element; masks[p] None or a bool array of n."""
+    values, element by element; masks[p] None or a bool array of n; negs None
+    or a list as long, negs[p] true where part p's adds are of its values
+    negated (numpy's `-x`, made as the sum reads them: no pass of its own)."""
     parts = [_flat(p) for p in parts]
     masks = [None if m is None else _mask(m, n) for m in masks]
     if _native is not None:
         return _native.running(tuple(parts), tuple(masks), n, None if start is None
-                               else float(start))
+                               else float(start), None if negs is None else tuple(negs))
+    if negs is not None:
+        parts = [np.negative(p) if neg else p for p, neg in zip(parts, negs)]
     return _numpy_running(parts, masks, n, start)
 
 

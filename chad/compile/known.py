@@ -14,6 +14,11 @@ round-to-nearest such a sum is never -0.0, so adding 0.0 to each element, as
 turning a bag into a dense array does, changes nothing, and `to_dense` may
 skip that pass (chad/arrays/bag.py).
 
+ONE_HOT records the leaf cotangents of a fold by max or min (`unTree`: +0.0
+but at the winning element, read-only), with that element's index: added to
+an array of sums (NO_NEG_ZERO), they change that one element (adding +0.0
+changes no sum that is not -0.0), so `to_dense` adds that element alone.
+
 Nothing else is changed: the values are the same as through the general path,
 and the counting evaluator, which never records an array here, takes its
 general path. An array is known by its identity (`id`) while it lives: a weak
@@ -29,9 +34,10 @@ import numpy as np
 
 
 class _Ref(weakref.ref):
-    """A weak reference that remembers the id it is filed under."""
+    """A weak reference that remembers the id it is filed under (and a fact
+    about the array, for ONE_HOT)."""
 
-    __slots__ = ("key",)
+    __slots__ = ("key", "fact")
 
 
 class Known:
@@ -49,9 +55,10 @@ class Known:
 
         self._drop = drop
 
-    def add(self, a: np.ndarray) -> np.ndarray:
+    def add(self, a: np.ndarray, fact=None) -> np.ndarray:
         ref = _Ref(a, self._drop)
         ref.key = key = id(a)
+        ref.fact = fact
         self._refs[key] = ref
         return a
 
@@ -59,12 +66,18 @@ class Known:
         r = self._refs.get(id(a))
         return r is not None and r() is a
 
+    def fact(self, a):
+        """The fact recorded with a, or None if a is not recorded."""
+        r = self._refs.get(id(a))
+        return r.fact if r is not None and r() is a else None
+
     def __len__(self) -> int:
         return len(self._refs)
 
 
 IOTA = Known()
 NO_NEG_ZERO = Known()
+ONE_HOT = Known()  # read-only arrays of +0.0 but at one index, the recorded fact
 
 
 def clear_of_negative_zero(start) -> bool:

@@ -22,7 +22,7 @@ from chad.primitives import _toreal
 from . import shifts
 from .ieee import quiet
 from .kernels import running, select, select_ints
-from .known import NO_NEG_ZERO, clear_of_negative_zero, iota, matrix_of
+from .known import NO_NEG_ZERO, ONE_HOT, clear_of_negative_zero, iota, matrix_of
 
 
 def _shape(rank: int, axis: int, n: int) -> tuple:
@@ -462,7 +462,9 @@ class Pass:
         Each part is (values, the mask of the elements that added, or None)."""
         shared = getattr(cells, "fork_base", 0)  # a forked half's cells (parallel_support)
         for level, parts in self.pending.items():
-            spec = ([p for p, _ in parts], [m for _, m in parts], len(parts[0][0]))
+            negs = [p[2] if len(p) > 2 else False for p in parts]
+            spec = ([p[0] for p in parts], [p[1] for p in parts], len(parts[0][0]),
+                    negs if any(negs) else None)
             if level < shared:  # a cell of the forking thread: summed at the join
                 cells.defer(level, spec, sum_into)
             else:
@@ -473,8 +475,9 @@ class Pass:
 
 def sum_into(spec: tuple, cur):
     """A shared cell's value cur after a pass's adds to it, spec = (parts,
-    masks, n) (kernels.running); cur itself when no element added anything."""
-    total = running(*spec, cur)
+    masks, n, negs) (kernels.running); cur itself when no element added anything."""
+    parts, masks, n, negs = spec
+    total = running(parts, masks, n, cur, negs)
     return cur if total is None else total
 
 
@@ -511,14 +514,25 @@ def vaddm(cells: list, level: int, run: Pass, v, n: int, mask) -> None:
     run.owned.add(level)
 
 
-def vadd(cells: list, level: int, run: Pass, v, n: int, adopt: bool = False) -> None:
+def vadd(cells: list, level: int, run: Pass, v, n: int, adopt: bool = False,
+         neg: bool = False) -> None:
     """`add level v` run by all n elements: into the per-element cells (level >=
     base) elementwise (the evaluator's per-element additions); to a cell below,
     shared by the elements, kept for `Pass.flush`. `adopt`: v was computed for
     this add alone (the generated code holds it nowhere else), so a per-element
     cell may take it over and add into it in place instead of copying it.
+    `neg`: the add is of -v (numpy's negation of v, which the generated code
+    does not make): a shared cell's running sum negates as it reads, no pass
+    of its own; a per-element cell gets -v, made here (then adopted).
     Called by the batched backpropagators only, inside their `quiet()` block
     (chad/compile/vectorise.py, back_function): numpy's warnings are off."""
+    if neg and level < run.base and level < len(cells):
+        v, _whole = _operand(cells, level, v, n)
+        if n:
+            run.pending.setdefault(level, []).append((v, None, True))
+        return
+    if neg:
+        v, adopt = -v, True
     v, whole = _operand(cells, level, v, n)
     if n == 0:
         return
@@ -815,6 +829,8 @@ def vuntree(d, tree):
         if d != 0.0:
             out[tree.index] = d
     NO_NEG_ZERO.add(out)  # zeros and d, which is not -0.0
+    out.flags.writeable = False  # (never changed: what ONE_HOT records stays true)
+    ONE_HOT.add(out, tree.index)
 
     def act(cells):
         return out

@@ -637,6 +637,14 @@ def execute_batched(b: Batcher, t, cells: str, base: str, mask: str | None = Non
     elif cls is AddEVM:
         if not isinstance(t.level, int) or isinstance(t.level, bool) or t.level < 0:
             raise NotBatchable("an add at a level that is not a natural number")
+        if mask is None and type(t.val) is Prim and t.val.op in _NEGATIONS:
+            x = b.value(t.val.arg)
+            if isinstance(x, BVal) and x.kind == "num" and x.elem == "R":
+                # an add of -x: negated where it is added (vadd's neg), no pass
+                # of its own for a shared cell's running sum
+                b.gen.emit(f"_vadd({cells}, {t.level!r}, {base}, {b.numbers(x)}, "
+                           f"{b.sizes[0]}, False, True)")
+                return
         v = _added(b, t.val)
         if mask is not None:  # a branch's add: only where the mask holds
             b.masked.append(t.level)
@@ -663,6 +671,10 @@ def execute_batched(b: Batcher, t, cells: str, base: str, mask: str | None = Non
             raise NotBatchable("a batched result of an action")
     else:
         raise NotBatchable(f"no batched execution of {cls.__name__}")
+
+
+# the negations of a real (numpy's `-x` batched), whose adds vadd negates itself
+_NEGATIONS = ("NEG", "LNEG")
 
 
 def _added(b: Batcher, term):
