@@ -1,7 +1,8 @@
 /* Loops numpy lacks, in C (chad/compile/kernels.py): running sums in the
  * evaluator's order, a select that does not branch, the fold trees of short
- * rows, and the dense sums of bags (column sums of short rows, np.add.at's
- * additions, a chain of adds of rows at indices read from the rows).
+ * rows, the dense sums of bags (column sums of short rows, np.add.at's
+ * additions, a chain of adds of rows at indices read from the rows), and an
+ * elementwise expression of +, -, *, / in one pass (fuse).
  *
  * The reverse pass of a vectorised loop adds every element's contributions to
  * a cell the elements share one after the other, element 0's first, each
@@ -823,11 +824,12 @@ done:
  * after the other: each element is computed by the same IEEE operations in
  * the same order (plain C doubles, no contraction: see setup.py), only
  * without an array per operation: blocks of FUSE_BLOCK elements go through
- * every operation while they are in the cache. None for anything else (an
+ * every operation while they are in the cache (a block of rows: a leaf that
+ * broadcasts along them is laid out once). None for anything else (an
  * integer, an array of another type, shapes that do not broadcast). */
 enum { FUSE_LEAF = '0', FUSE_NEG = '~', FUSE_ADD = '+', FUSE_SUB = '-', FUSE_MUL = '*',
        FUSE_DIV = '/' };
-#define FUSE_BLOCK 512
+#define FUSE_BLOCK 256
 #define FUSE_LEAVES 40  /* leaf k is the byte '0' + k: '0' .. 'W' */
 #define FUSE_DEPTH 16
 #define FUSE_DIMS 16
@@ -875,6 +877,16 @@ static inline void fuse_copy(double *dst, const char *src, Py_ssize_t stride, Py
 }
 
 /* The instructions on one block of len elements; the last one's values into out. */
+/* numpy's loops use the widest vectors the machine has; so does this one
+ * (GCC's clones of it, chosen when the module loads; the same IEEE
+ * operations whatever the width) */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
+#define FUSE_WIDEST __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define FUSE_WIDEST
+#endif
+
+FUSE_WIDEST
 static void fuse_block(const unsigned char *code, Py_ssize_t ncode, fuse_leaf *lv,
                        double **pool, Py_ssize_t len, double *out) {
     const double *stack[FUSE_DEPTH];

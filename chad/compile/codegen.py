@@ -53,6 +53,7 @@ from chad.terms import (
 from chad.values import FALSE, TRUE, Inj, cells_to_env_tuple, env_tuple_to_cells
 
 from . import parallel_codegen, parallel_support, support, vector_support
+from . import kernels
 from .registers import reuse_locals
 
 _ATOM = re.compile(r"^(?:[A-Za-z_][A-Za-z0-9_]*|-?[0-9][0-9.e+-]*)$")
@@ -192,6 +193,9 @@ class Gen:
         # backpropagator reads (chad/arrays/lower.py, forward passes)
         self.escapes = False
         self.heavy_memo: dict = {}   # parallel_codegen.heavy, by sub-term id
+        # the locals holding a batched real's array (vectorise.Batcher): their
+        # arithmetic is fused when the functions are finished (fusion.py)
+        self.real_arrays: set[str] = set()
         self.then_seen: set = set()  # `>>` nodes parallel_codegen has looked at
         self.vectorise = vectorise  # array nodes as numpy code where batchable
         self.prepare = prepare or (lambda t: t)
@@ -256,7 +260,9 @@ class Gen:
     def source(self) -> str:
         """The module's source: each function with its dead pure assignments
         dropped and its locals reused (registers.py)."""
-        return "\n\n".join("\n".join(reuse_locals(b.finished())) for b in self.blocks) + "\n"
+        reals = self.real_arrays if kernels.native() else frozenset()
+        return "\n\n".join("\n".join(reuse_locals(b.finished(), reals))
+                             for b in self.blocks) + "\n"
 
     # ------------------------------------------------------------ functions
     def function(self, params: list[str], body, stem: str = "f", prepared: bool = False) -> str:

@@ -44,6 +44,11 @@ for 10^6 pairs. `chain(out, vals, idx)`: the same for the pairs of a chain
 of adds of rows (a nested loop's adds to a shared cell at indices), read
 from the rows themselves instead of the pairs' two arrays made first.
 
+`fuse(code, *leaves)`: a batched expression of +, -, * and / (and unary
+minus) over float64 arrays in one pass, blocks of 512 elements through every
+operation (chad/compile/fusion.py): the same operations on the same
+operands, so the same values, without an array per operation.
+
 Where the extension was not built (no C compiler when chad was installed), or
 with the environment variable CHAD_NATIVE=0, np.cumsum, np.where and
 np.argmax (or the tree's levels of np.where) run.
@@ -55,6 +60,7 @@ import os
 
 import numpy as np
 
+from .fusion import evaluate
 from .ieee import quiet
 from .shapes import broadcast
 
@@ -66,6 +72,19 @@ except ImportError:  # not built: numpy's running sums
     _native = None
 
 _F64 = np.dtype(np.float64)
+if _native is not None:
+    _native.fuse_setup(np.ndarray, np.empty)
+
+
+def fuse(code: bytes, *leaves):
+    """`_vfuse`: the elementwise expression of `code` (chad/compile/fusion.py)
+    over its leaves, in one pass in C for float64 arrays and reals that
+    broadcast; else computed by Python's operators, one after the other."""
+    if _native is not None:
+        out = _native.fuse(code, leaves)
+        if out is not None:
+            return out
+    return evaluate(code, leaves)
 
 
 def native() -> bool:

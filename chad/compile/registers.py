@@ -11,6 +11,8 @@ loop. This pass, on the lines of one generated function,
 2. folds a local read once, by the next statement, into it, where that keeps
    the order of every operation (`_fold`): `v5 = _sin(a2)`, `v6 = (0.5 * v5)`
    become `v6 = (0.5 * _sin(a2))`, one store and one load fewer;
+   then (given the names of batched reals' arrays) rewrites the arithmetic
+   assigned to such a local into one fused call (chad/compile/fusion.py);
 3. renames the remaining single-assignment locals onto a few *registers*: once
    a local's last read has passed, its name is free and the next local defined
    in the same statement list takes it over (the old value is then released).
@@ -28,6 +30,8 @@ touched. Linear in the number of lines; no recursion on the nesting depth.
 from __future__ import annotations
 
 import re
+
+from .fusion import fused
 
 _NAME = re.compile(r"(?<![\w.])[a-z]+[0-9]+\b")
 _ASSIGN = re.compile(r"([a-z]+[0-9]+) = (.*)")
@@ -58,9 +62,11 @@ class _Stmt:
         self.nest = text.count("(")  # bounds its parentheses' nesting
 
 
-def reuse_locals(lines: list[str]) -> list[str]:
+def reuse_locals(lines: list[str], reals=frozenset()) -> list[str]:
     """The lines of one generated function (its `def` line first), with dead
-    pure assignments dropped and locals reused (see the module doc)."""
+    pure assignments dropped and locals reused (see the module doc); the
+    arithmetic assigned to a local in `reals` (a batched real's array) fused
+    into one pass (chad/compile/fusion.py)."""
     if not lines or not lines[0].startswith("def "):
         return lines
     header = lines[0]
@@ -129,6 +135,14 @@ def reuse_locals(lines: list[str]) -> list[str]:
 
     # 2. a local read once, by the next statement, folded into it
     _fold(stmts, alive, reads, pinned)
+    # 2b. then a batched real's arithmetic, folded so, made in one pass
+    if reals:
+        for i, s in enumerate(stmts):
+            if alive[i] and s.target in reals:
+                call = fused(s.text[len(s.target) + 3:])
+                if call is not None:
+                    s.text = f"{s.target} = {call}"
+                    s.nest = s.text.count("(")
 
     # 3. where each local is defined, and its last read in the list defining it
     home: dict[str, tuple[int, int]] = {p: (0, -1) for p in params}

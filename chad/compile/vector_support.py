@@ -21,7 +21,7 @@ from chad.primitives import _toreal
 
 from . import shifts
 from .ieee import quiet
-from .kernels import running, select, select_ints
+from .kernels import fuse, running, select, select_ints
 from .known import NO_NEG_ZERO, ONE_HOT, clear_of_negative_zero, iota, matrix_of
 
 
@@ -371,7 +371,7 @@ HELPERS = {"_np": np, "_quiet": quiet, "_vindex": vindex, "_vtake": vtake, "_vto
            "_f64": np.float64, "_i64": np.int64, "_ndarray": np.ndarray,
            "_viadd": viadd, "_vimul": vimul, "_vineg": vineg, "_vwhere": vwhere,
            "_vclamp": vclamp,
-           "_vselect": select}
+           "_vselect": select, "_vfuse": fuse}
 
 
 # ----------------------------------------------------------------- reverse passes

@@ -476,9 +476,12 @@ class Batcher:
         if hit is not None:
             return BVal("num", hit, dims, fresh=False, elem=_res_elem(p))
         atom = self._cse[expr] = self.gen.atom(expr)
+        elem = _res_elem(p)
+        if elem == "R" and len(dims) > 1 and atom != expr:  # a block of reals (fused arithmetic)
+            self.gen.real_arrays.add(atom)
         # a conversion may hand back its operand itself: not a fresh array
         return BVal("num", atom, dims,
-                    fresh=not template.startswith("_np.asarray"), elem=_res_elem(p))
+                    fresh=not template.startswith("_np.asarray"), elem=elem)
 
     def _discrete(self, t: Prim):
         """Comparisons (a batched Bool), not / and / or on Bools (both operands
