@@ -185,6 +185,41 @@ def test_a_chain_scatters_as_its_pairs(kernels_impl, seed):
     assert _same(both, _chain_loop(np.zeros(size) + first.vals, parts, n, m))
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_chains_of_broadcast_index_rows_are_the_loop(kernels_impl, seed):
+    """gmm's chains: every element's adds at the same indices, no cell twice
+    (column sums of the rows last first, kept apart: the C loop's first
+    path), or one cell per element's row, cells shared by elements (a sum
+    kept in a register along the row); values whose sums depend on the
+    order, every row layout."""
+    rng = np.random.default_rng(seed)
+    n, m = int(rng.integers(2, 400)), int(rng.integers(1, 8))
+    cols = rng.permutation(2 * m + 3)[:2 * m]
+
+    def _values(rng, shape):  # cancelling magnitudes (a few specials would make most sums NaN)
+        x = rng.standard_normal(shape) * 10.0 ** rng.integers(-8, 17, size=shape)
+        if seed == 0:
+            x.flat[rng.integers(0, x.size, size=3)] = [-0.0, math.inf, 5e-324]
+        return x
+
+    for layout in range(3):
+        parts = []
+        for k in range(2):
+            x = _values(rng, (n, m))
+            x = x[::-1] if layout == 1 else np.asfortranarray(x) if layout == 2 else x
+            parts.append((x, np.broadcast_to(cols[k * m:(k + 1) * m].astype(np.int64), (n, m))))
+        size = 2 * m + 3
+        assert _same(scatter_reals(BChain(parts, n, m), size),
+                     _chain_loop(np.zeros(size), parts, n, m))
+        rows = [(_values(rng, (n, m)),
+                 np.broadcast_to(rng.integers(0, 7, size=(n, 1)).astype(np.int64), (n, m)))
+                for _k in range(2)]
+        assert _same(scatter_reals(BChain(rows, n, m), 7), _chain_loop(np.zeros(7), rows, n, m))
+    # a cell twice among the indices: the general loop, the same sums
+    twice = [(_values(rng, (n, 3)), np.broadcast_to(np.array([1, 0, 1], dtype=np.int64), (n, 3)))]
+    assert _same(scatter_reals(BChain(twice, n, 3), 2), _chain_loop(np.zeros(2), twice, n, 3))
+
+
 def test_a_chain_with_an_index_out_of_range_is_left_to_the_general_path(kernels_impl):
     parts = [(np.ones((3, 2)), np.array([[0, 1], [1, 5], [0, 0]], dtype=np.int64))]
     assert scatter_reals(BChain(parts, 3, 2), 3) is None

@@ -714,6 +714,8 @@ done:
  * False, and out unchanged, when an index is outside [0, len(out)); else
  * True. (Indices are tested again as they are used: nothing is written
  * outside out, even if another thread changes them meanwhile.) */
+#define CHAIN_COLUMNS 64
+
 static PyObject *chain(PyObject *self, PyObject *args) {
     PyObject *out, *vals, *idx;
     if (!PyArg_ParseTuple(args, "OO!O!", &out, &PyTuple_Type, &vals, &PyTuple_Type, &idx))
@@ -762,6 +764,39 @@ static PyObject *chain(PyObject *self, PyObject *args) {
             }
         }
     }
+    /* every element's adds at the same indices (each part's index rows one
+     * broadcast row), no cell twice among them: each cell's adds are its one
+     * column's values, element n-1's first, so the chain is column sums of
+     * the rows taken last first, each column's running sum kept apart (the
+     * same additions in the same order, without a load and a store of the
+     * cell per add: gmm's chains, 10^5 rows of 5) */
+    int columns = ok && n > 1 && P * m <= CHAIN_COLUMNS && o.stride == 8;
+    for (Py_ssize_t p = 0; p < P && columns; p++)
+        columns = x[p].rstride == 0;
+    int64_t cell[CHAIN_COLUMNS];
+    for (Py_ssize_t p = 0; p < P && columns; p++)
+        for (Py_ssize_t j = 0; j < m && columns; j++) {
+            cell[p * m + j] = *(const int64_t *)(x[p].data + j * x[p].cstride);
+            for (Py_ssize_t q = 0; q < p * m + j; q++)
+                if (cell[q] == cell[p * m + j])
+                    columns = 0;
+        }
+    if (columns) {
+        double *oo = (double *)od, acc[CHAIN_COLUMNS];
+        for (Py_ssize_t p = 0; p < P; p++) {
+            int64_t *c = cell + p * m;
+            for (Py_ssize_t j = 0; j < m; j++)
+                acc[j] = oo[c[j]];
+            for (Py_ssize_t i = n - 1; i >= 0; i--) {
+                const char *vr = v[p].data + i * v[p].rstride;
+                for (Py_ssize_t j = 0; j < m; j++)
+                    acc[j] = acc[j] + *(const double *)(vr + j * v[p].cstride);
+            }
+            for (Py_ssize_t j = 0; j < m; j++)
+                oo[c[j]] = acc[j];
+        }
+        n = 0;  /* (done) */
+    }
     for (Py_ssize_t i = n - 1; i >= 0 && ok; i--) {
         for (Py_ssize_t p = P - 1; p >= 0; p--) {
             const char *vr = v[p].data + i * v[p].rstride;
@@ -769,7 +804,20 @@ static PyObject *chain(PyObject *self, PyObject *args) {
             /* (each index tested again as it is used, an unsigned compare: the
              * arrays are the caller's, and the GIL is released, so nothing
              * written outside out even if another thread changed them) */
-            if (v[p].cstride == 8 && x[p].cstride == 8 && o.stride == 8) {
+            if (x[p].cstride == 0 && m > 0) {
+                /* the row's m adds all to one cell (an index of the element,
+                 * broadcast along its row: gmm's adds to xs): the cell's sum
+                 * kept in a register across them, stored once */
+                int64_t k = *(const int64_t *)xr;
+                if ((uint64_t)k >= (uint64_t)len) {
+                    ok = 0;
+                    break;
+                }
+                double *d = (double *)(od + k * o.stride), acc = *d;
+                for (Py_ssize_t j = 0; j < m; j++)
+                    acc = acc + *(const double *)(vr + j * v[p].cstride);
+                *d = acc;
+            } else if (v[p].cstride == 8 && x[p].cstride == 8 && o.stride == 8) {
                 const double *vv = (const double *)vr;
                 const int64_t *xx = (const int64_t *)xr;
                 double *oo = (double *)od;
