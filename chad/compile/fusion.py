@@ -10,7 +10,7 @@ gives them, chad/compile/vectorise.py) is rewritten into one call,
 `_vfuse(code, p, c, t, 1.0)`: the expression's postfix code over its leaves
 (names, calls, number literals; each evaluated once, left to right, as
 Python evaluates them; the operations cannot fail or act, so they may come
-after). `kernels.fuse` runs it in C over blocks of 512 elements
+after). `kernels.fuse` runs it in C over blocks of 256 elements
 (chad/compile/_kernels.c: the same IEEE operations in the same order, so the
 same bits, `-x` by its sign bit as numpy's `negative`), for float64 arrays
 and reals that broadcast; for anything else, and where the extension was not

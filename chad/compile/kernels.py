@@ -45,7 +45,7 @@ of adds of rows (a nested loop's adds to a shared cell at indices), read
 from the rows themselves instead of the pairs' two arrays made first.
 
 `fuse(code, *leaves)`: a batched expression of +, -, * and / (and unary
-minus) over float64 arrays in one pass, blocks of 512 elements through every
+minus) over float64 arrays in one pass, blocks of 256 elements through every
 operation (chad/compile/fusion.py): the same operations on the same
 operands, so the same values, without an array per operation.
 

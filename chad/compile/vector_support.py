@@ -822,14 +822,17 @@ def vuntree(d, tree):
     change."""
     if type(tree) is not VecTree:
         return None
-    out = np.zeros(tree.n)
+    base = np.zeros(tree.n)
     if d is not None:
         if not isinstance(d, float) or (d == 0.0 and math.copysign(1.0, d) < 0.0):
             return None
         if d != 0.0:
-            out[tree.index] = d
+            base[tree.index] = d
+    # never changed, so what ONE_HOT records stays true: a view of a read-only
+    # array, whose WRITEABLE flag numpy refuses to set (known.iota's device)
+    base.flags.writeable = False
+    out = base[:]
     NO_NEG_ZERO.add(out)  # zeros and d, which is not -0.0
-    out.flags.writeable = False  # (never changed: what ONE_HOT records stays true)
     ONE_HOT.add(out, tree.index)
 
     def act(cells):
