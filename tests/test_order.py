@@ -149,3 +149,35 @@ def test_a_transposed_matrix_vector_product_is_the_interpreters(n, evm):
     want = chad.grad(TRANSPOSED_MV, backend="interp", evm=evm)(m, v, ctg=ctg)
     assert _bits(got[0]) == _bits(want[0]) and _bits(got[1][1]) == _bits(want[1][1])
     assert [_bits(r) for r in got[1][0]] == [_bits(r) for r in want[1][0]]
+
+
+@pytest.mark.parametrize("width", range(1, 9))
+def test_row_sums_are_numpys_reduce_of_each_row(width, monkeypatch):
+    """Rows of 1 to 7: the C loop from +0.0 (numpy's own additions, as its
+    probe found); rows of 8 or more, and without the C loop: None (numpy's
+    reduce runs). Cancelling magnitudes, signed zeros, infinities, NaN; rank
+    2 and 3."""
+    from chad.compile import kernels
+    rng = np.random.default_rng(width)
+    for shape in ((500, width), (3, 40, width), (1, width)):
+        x = rng.standard_normal(shape) * 10.0 ** rng.integers(-8, 17, shape)
+        x[rng.random(shape) < 0.2] = -0.0
+        x[rng.random(shape) < 0.02] = np.inf
+        x.reshape(-1, width)[::9, 0] = 1e17
+        x.reshape(-1, width)[::9, -1] = -1e17
+        got = order.row_sums(x)
+        if width > order.ROW_SUM_MAX or not kernels.native():
+            assert got is None
+            continue
+        want = np.add.reduce(x, axis=-1, keepdims=True)
+        assert got.shape == want.shape and _bits(got) == _bits(want)
+        if width > 1:  # rows not contiguous: numpy's reduce
+            assert order.row_sums(x[..., ::-1]) is None
+    monkeypatch.setattr(order, "_ROWS_CHECKED", [False])  # numpy summing otherwise
+    assert order.row_sums(np.ones((4, 3))) is None
+
+
+def test_the_rows_probe_finds_numpys_order():
+    """The probe holds on this numpy (else vsum keeps numpy's reduce, and this
+    test says so)."""
+    assert order._rows_probe()

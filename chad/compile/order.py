@@ -22,6 +22,17 @@ Where the C extension is built (chad/compile/kernels.py) its loop `colsum`
 makes the same additions, in the same order, for rows of up to COLSUM_MAX
 values: numpy's reduce over rows of 2 or 5 values is about four times as
 slow (its inner loop runs along a row).
+
+Row sums (`row_sums`): a batched `sum` over an inner loop is numpy's
+reduce along each contiguous row, which is np.sum of the row, the
+evaluator's value (chad/compile/vector_support.py, vsum). For rows shorter
+than 8 numpy's pairwise sum adds the row left to right from +0.0
+(((0.0 + x_0) + x_1) + ...); it calls its inner loop once a row, about
+3 ns an element at rows of 5 (gmm's sum over 5 components), where the C loop
+`kernels.rows` from a start of +0.0 makes the same additions at a fifth of
+the cost. That too is numpy's implementation, checked once on rows built for
+the orders to differ (`_rows_probe`); numpy's reduce runs if it ever differs,
+and for longer rows.
 """
 
 from __future__ import annotations
@@ -90,6 +101,59 @@ def _probe() -> bool:
                 got = np.add.reduce(b, axis=0) + 0.0
             if got.tobytes() != _loop(b).tobytes():
                 return False
+    return True
+
+
+ROW_SUM_MAX = 7  # numpy sums rows of 8 or more with eight accumulators
+_ROWS_CHECKED: list[bool | None] = [None]
+
+
+def row_sums(x: np.ndarray):
+    """np.add.reduce(x, axis=-1, keepdims=True) for a C-ordered float64 x
+    whose rows have 1 to ROW_SUM_MAX elements, by the C loop when numpy sums
+    such rows as it does here (`_rows_probe`); else None (the caller's
+    reduce)."""
+    w = x.shape[-1] if x.ndim else 0
+    if not (0 < w <= ROW_SUM_MAX and x.dtype == _F64 and x.flags.c_contiguous
+            and kernels.native()):
+        return None
+    if _ROWS_CHECKED[0] is None:
+        _ROWS_CHECKED[0] = _rows_probe()
+    if not _ROWS_CHECKED[0]:
+        return None
+    n = x.size // w
+    return kernels.rows(x.reshape(-1), n, _zeros_from(n)).reshape(x.shape[:-1] + (1,))
+
+
+def _zeros_from(n: int) -> np.ndarray:
+    """n starts of +0.0, one real read n times (a stride of 0)."""
+    return np.ndarray((n,), _F64, _ZERO, 0, (0,))
+
+
+_ZERO = np.zeros(1)
+_ZERO.flags.writeable = False
+
+
+def _rows_probe() -> bool:
+    """numpy's reduce along rows of 1 to ROW_SUM_MAX elements is the sum
+    from +0.0 left to right, on rows where other orders differ: large values
+    with small ones and their negations, and signed zeros."""
+    rng = np.random.default_rng(20261128)
+    for w in range(1, ROW_SUM_MAX + 1):
+        x = rng.standard_normal((300, w)) * 10.0 ** rng.integers(-8, 17, (300, w))
+        x[rng.random((300, w)) < 0.2] = -0.0
+        x[::7, 0] = 1e17
+        x[::7, -1] = -1e17
+        with quiet():
+            want = np.add.reduce(x, axis=-1, keepdims=True)
+        got = np.empty((300, 1))
+        for i in range(300):
+            s = 0.0
+            for v in x[i].tolist():
+                s = s + v
+            got[i, 0] = s
+        if want.tobytes() != got.tobytes():
+            return False
     return True
 
 

@@ -23,6 +23,7 @@ from . import shifts
 from .ieee import quiet
 from .kernels import fuse, running, select, select_ints
 from .known import NO_NEG_ZERO, ONE_HOT, clear_of_negative_zero, iota, matrix_of
+from .order import row_sums
 
 
 def _shape(rank: int, axis: int, n: int) -> tuple:
@@ -311,6 +312,10 @@ def vsum(x, n: int, axis: int, rank: int, live: int = 1):
         if x.ndim > 1 and not _sums_pairwise(x, axis):
             y = np.ascontiguousarray(np.moveaxis(x, axis, -1))
             return np.moveaxis(np.add.reduce(y, axis=-1, keepdims=True), -1, axis)
+        if axis == x.ndim - 1:  # short rows: numpy's additions in one C loop
+            out = row_sums(x)
+            if out is not None:
+                return out
         # np.sum's own reduce, without its wrapper
         return np.add.reduce(x, axis=axis, keepdims=True)
 
