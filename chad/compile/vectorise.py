@@ -477,7 +477,7 @@ class Batcher:
             return BVal("num", hit, dims, fresh=False, elem=_res_elem(p))
         atom = self._cse[expr] = self.gen.atom(expr)
         elem = _res_elem(p)
-        if elem == "R" and len(dims) > 1 and atom != expr:  # a block of reals (fused arithmetic)
+        if elem == "R" and len(dims) >= FUSE_AXES and atom != expr:  # (fused arithmetic)
             self.gen.real_arrays.add(atom)
         # a conversion may hand back its operand itself: not a fresh array
         return BVal("num", atom, dims,
@@ -675,6 +675,11 @@ def execute_batched(b: Batcher, t, cells: str, base: str, mask: str | None = Non
     else:
         raise NotBatchable(f"no batched execution of {cls.__name__}")
 
+
+# the batched reals whose arithmetic is fused (chad/compile/fusion.py): those
+# of at least this many loops, blocks of a nested loop (a single loop's rows:
+# measured no faster, docs/compiler.md "Fused arithmetic")
+FUSE_AXES = 2
 
 # the negations of a real (numpy's `-x` batched), whose adds vadd negates itself
 _NEGATIONS = ("NEG", "LNEG")
