@@ -10,7 +10,10 @@ simplifier's shared second component, chad/simplify/rewrite.py `shared_second`):
   integer `if`'s CHAD: `(i - 1, \\d -> ...)` and `(0, \\d -> ...)`, the same
   backpropagator) is the pair of a case of the first components and that
   component, so an integer `if` the index rewrite leaves (`toreal (if ...)`)
-  is batched too, bit for bit the interpreter's.
+  is batched too, bit for bit the interpreter's; branches that read integer
+  variables (`if i > 2 then i else 0`) add unit cotangents to their cells,
+  adds the simplifier drops (CHAD's var rule records the variable's type on
+  the add, AddEVM.ty), so their backpropagators are the same too.
 
 Each is checked on the three runtimes: the batched reverse pass runs (its
 VecBack's `run`), no forward pass falls back, and the gradients are the
@@ -71,6 +74,17 @@ SHARED = {
     "toreal": """\
 def f(a : Array R) : R =
   sum (build (length a) (\\i -> let j = if i > 2 then 1 else 2 in toreal j * a ! i))
+""",
+    # branches that read integer variables: their backpropagators add unit
+    # cotangents to those variables' cells (dropped: AddEVM.ty)
+    "toreal-var": """\
+def f(a : Array R) : R =
+  sum (build (length a) (\\i -> a ! i * toreal (if i > 2 then i else 0)))
+""",
+    "toreal-let": """\
+def f(a : Array R) : R =
+  let k = length a - 3 in
+  sum (build (length a) (\\i -> toreal (if i > k then k else i * k) * a ! i))
 """,
 }
 
@@ -230,6 +244,22 @@ def test_the_shared_second_component_is_floated():
 def test_other_pairs_stay(left, right, lname):
     t = _case(left, right, lname=lname, rname=lname)
     assert _pass().shared_second(t, t.scrut, t.lbody, t.rbody) is None
+
+
+def test_an_add_to_an_integers_cell_is_dropped():
+    """`add l v` to a variable of type Z (or unit): its cotangents are unit,
+    the add changes nothing; kept for a real's cell, for a value that may
+    fail, and for an add whose type is not recorded."""
+    from chad.terms import AddEVM, Index
+    from chad.types import R, UNIT, Z
+    p = _pass()
+    d = Var("d")
+    for ty in (Z, UNIT):
+        assert p._add(d, AddEVM(0, "i", d, ty=ty)) == PureEVM(Unit())
+    assert type(p._add(d, AddEVM(0, "x", d, ty=R))) is AddEVM
+    assert type(p._add(d, AddEVM(0, "x", d))) is AddEVM
+    failing = Index(Var("a"), Var("k"))
+    assert type(p._add(failing, AddEVM(0, "i", failing, ty=Z))) is AddEVM
 
 
 # ----------------------------------------------------------------- gathers by index arrays

@@ -58,7 +58,7 @@ from chad.terms import (
     rebuild, shape,
 )
 
-from chad.types import Prod
+from chad.types import Int, Prod, UnitT
 
 from .names import Fresh, is_opaque
 from .occurrences import Info, dead_info, unknown_info
@@ -687,7 +687,20 @@ class Pass:
         if is_zero(v):  # adding a zero changes no cell
             self.changes += 1
             return PureEVM(Unit())
+        if type(t.ty) in _UNIT_COTANGENTS and not self.may_fail(v):
+            # the cell of an integer (or unit) variable: its cotangents are
+            # unit, every add a no-op (`toreal (if c then i else 0)`: one
+            # branch's backpropagator adds to i's cell, the other's does not;
+            # with this both are `pure ()`, and the case's second components
+            # the same)
+            self.changes += 1
+            return PureEVM(Unit())
         return t if v is t.val else attrs.evolve(t, val=v)
+
+
+# the types whose cotangent is unit (chad/transform/common.py, D2): an add to
+# such a variable's cell (AddEVM.ty, set by CHAD's var rule) changes nothing
+_UNIT_COTANGENTS = (Int, UnitT)
 
 
 _HANDLERS = {

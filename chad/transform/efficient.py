@@ -100,7 +100,11 @@ class Chad:
     # chad (var idx) = pair (var idx) (lamwith [] (\d -> addevm idx d))
     def var(self, t: Var) -> Term:
         d = self.fresh("d")
-        return Pair(Var(t.name), Lam(d, None, AddEVM(self.ctx.level(t.name), t.name, Var(d)), ()))
+        level = self.ctx.level(t.name)
+        # (ty: the variable's type, for the simplifier: an add to a cell of
+        # unit cotangents, an integer's, changes nothing)
+        return Pair(Var(t.name), Lam(d, None, AddEVM(level, t.name, Var(d),
+                                                     ty=self.ctx.types[level]), ()))
 
     # chad (let e1 e2) =
     #   let r1 = chad e1 in let x = fst r1 in let r2 = chad e2 in
