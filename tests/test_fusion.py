@@ -209,3 +209,20 @@ def test_fused_gradients_are_the_interpreters(evm):
                   (np.array([0.0, -0.0, 1e308]), np.array([1.0, math.nan, -0.0, 2.0])),
                   (np.array([-math.inf, 2.0]), np.array([1e-300, -1e300]))]:
         agree(compiled(a, xs), interp(a, xs), False)
+
+
+def test_a_broadcast_view_is_np_broadcast_tos():
+    """shapes.view: np.broadcast_to's read-only view, made over a contiguous
+    array's memory (the same values, shape and errors)."""
+    from chad.compile.shapes import view
+    rng = np.random.default_rng(9)
+    for xs, shape in [((5,), (3, 5)), ((3, 1), (3, 4)), ((1, 4), (2, 3, 4)), ((), (2, 2)),
+                      ((2, 3), (2, 3)), ((0,), (2, 0)), ((4,), (0, 4))]:
+        for x in (rng.normal(size=xs), np.arange(int(np.prod(xs)), dtype=np.int64).reshape(xs)):
+            got, want = view(x, shape), np.broadcast_to(x, shape)
+            assert got.shape == want.shape and got.dtype == want.dtype
+            assert np.array_equal(got, want) and not got.flags.writeable
+    x = rng.normal(size=(4, 6))[:, ::2]  # not contiguous: numpy's own
+    assert np.array_equal(view(x, (2, 4, 3)), np.broadcast_to(x, (2, 4, 3)))
+    with pytest.raises(ValueError):
+        view(np.ones(3), (2, 4))

@@ -21,9 +21,9 @@ from functools import partial
 
 import numpy as np
 
-from chad.compile.known import NO_NEG_ZERO, clear_of_negative_zero, is_iota
+from chad.compile.known import NO_NEG_ZERO, clear_of_negative_zero, iota, is_iota
 from chad.compile.scaled import ScaledRows
-from chad.compile.shapes import broadcast
+from chad.compile.shapes import broadcast, view
 from chad.compile.support import padd
 from chad.compile.vector_support import (
     Fallback, PerElement, numbers_array, place, vgather, vtake2,
@@ -227,9 +227,9 @@ def shared_adds(cells: list, level: int, items: list, n: int) -> None:
 def _indices(idx, n: int, m: int):
     """The n x m array of an add's indices (None: the identity of each row)."""
     if idx is None:
-        return np.broadcast_to(np.arange(m, dtype=np.int64), (n, m))
+        return view(iota(m), (n, m))
     idx = np.asarray(idx, dtype=np.int64)
-    return idx if idx.ndim == 2 else np.broadcast_to(idx, (n, m))
+    return idx if idx.ndim == 2 else view(idx, (n, m))
 
 
 def vgather_numbers(a, idx, live: int = 1):
