@@ -333,3 +333,92 @@ def test_the_parse_of_the_forms_is_an_if():
     """(The recognition reads the checker's int comparisons: ILT, IGT, ...)"""
     t = parse_expr("if x < lo then lo else x")
     assert type(t).__name__ == "Case"
+
+
+# ----------------------------------------------------------------- lines: s * i + c
+
+
+def _line(shape_n: int, axis: int, rank: int, scale: int, shift: int):
+    from chad.compile.vector_support import vimul, vindex
+    x = vindex(shape_n, axis, rank)
+    if scale != 1:
+        x = vimul(scale, x)
+    return viadd(x, shift) if shift else x
+
+
+@pytest.mark.parametrize("n,axis,rank,scale,shift", [
+    (7, 0, 2, 2, 1), (7, 1, 2, 2, 0), (5, 1, 3, 3, -2), (1, 0, 2, 2, 1), (0, 0, 2, 2, 1),
+    (6, 0, 2, 0, 4), (9, 0, 2, 1, 5)])
+def test_a_nested_loops_index_times_and_plus_integers_is_a_line(n, axis, rank, scale, shift):
+    """A nested region's loop index (vindex) and it times an integer >= 0 and
+    plus an integer are recorded lines: the values of the operations, read-only
+    for good, their bound without a pass, their gather a strided slice (or
+    the general path: a scale of 0, an index out of range), their scatter
+    np.add.at's adds."""
+    from chad.compile.vector_support import _ibound
+    x = _line(n, axis, rank, scale, shift)
+    shape = [1] * rank
+    shape[axis] = n
+    want = (np.arange(n, dtype=np.int64) * scale + shift).reshape(shape)
+    assert x.shape == want.shape and np.array_equal(x, want) and x.dtype == np.int64
+    assert shifts.affine(x) == (scale, shift)
+    assert not x.flags.writeable
+    with pytest.raises(ValueError):
+        x.flags.writeable = True
+    assert _ibound(x) == (int(np.abs(want).max()) if n else 0)
+    a = np.random.default_rng(n).normal(size=2 * n + 8)
+    got = shifts.line_gather(a, x)
+    if scale >= 1 and n and shift >= 0:
+        assert got.shape == x.shape and np.array_equal(got, a[want])
+        assert np.array_equal(vgather(a, x), a[want])
+    else:
+        assert got is None
+    if n and shift >= 0:
+        out, ref = a.copy(), a.copy()
+        vals = np.random.default_rng(1).normal(size=x.shape) * 1e16
+        done = shifts.scatter(out, x, vals)
+        np.add.at(ref, want, vals)
+        if scale >= 1:
+            assert done and out.tobytes() == ref.tobytes()
+        else:
+            assert done is None
+
+
+def test_lines_out_of_range_and_past_int64_take_the_general_path():
+    from chad.compile.vector_support import vimul, vindex
+    x = vindex(4, 0, 2)
+    assert shifts.line_gather(np.zeros(3), x) is None  # index 3 of 3
+    with pytest.raises(IndexError):
+        vgather(np.zeros(3), x)
+    big = 2 ** 62
+    y = vimul(x, big)  # 3 * 2**62 leaves int64: exact integers
+    assert shifts.affine(y) is None and y.dtype == object
+    assert shifts.line_add(x, 2 ** 63) is None and shifts.line_mul(x, -1) is None
+    assert int(viadd(x, 2 ** 63)[3, 0]) == 2 ** 63 + 3
+
+
+def test_a_line_returned_is_a_writeable_copy():
+    text = "def f(n : Z, m : Z) : Array (Array Z) = build n (\\i -> build m (\\j -> 2 * j + 1))"
+    got = chad.primal(text)(3, 4)
+    assert [list(r) for r in got] == [[1, 3, 5, 7]] * 3
+    for row in got:
+        assert row.flags.writeable and shifts.affine(row) is None
+        row[0] = 9  # the caller's own
+    assert [list(r) for r in chad.primal(text)(3, 4)] == [[1, 3, 5, 7]] * 3
+
+
+@pytest.mark.parametrize("runtime", RUNTIMES)
+def test_gathers_by_lines_are_the_interpreters(runtime):
+    """gmm's reads: `xs ! (2 * i)`, `xs ! (2 * i + 1)`, `w ! (2 * c)` in a
+    nested loop, gradients bit for bit."""
+    text = ("def f(xs : Array R, w : Array R) : R = "
+            "sum (build (div(length xs, 2)) (\\i -> sum (build (div(length w, 2)) (\\c -> "
+            "(xs ! (2 * i) - w ! (2 * c)) * (xs ! (2 * i + 1) - w ! (2 * c + 1))))))")
+    rng = np.random.default_rng(4)
+    for n, k in ((7, 3), (1, 1), (0, 2), (40, 5)):
+        xs, w = rng.normal(size=2 * n) * 1e8, rng.normal(size=2 * k)
+        got = chad.grad(text, evm=runtime)(xs, w)
+        want = chad.grad(text, evm=runtime, backend="interp")(xs, w)
+        assert repr(got[0]) == repr(want[0])
+        for g, v in zip(got[1], want[1]):
+            assert np.asarray(g).tobytes() == np.asarray(v).tobytes()

@@ -360,6 +360,8 @@ def gather(a, idx, loc=None):
         m = len(idx)
         return a if m == len(a) else a[:m]
     out = shifts.gather(a, idx)  # a loop index shifted and clamped: slices
+    if out is None:
+        out = shifts.line_gather(a, idx)  # s * i + c: a strided slice
     if out is not None:
         return out
     idx = np.asarray(idx, dtype=np.int64)

@@ -18,6 +18,12 @@ chad/compile/clamps.py), it is recorded here with its shift c and bounds, so:
 * its scatter (`scatter`) is the two clamped runs' adds, in order, and one
   elementwise add of the slice in between (every index there is hit once).
 
+Lines (`line`, `affine`): a nested region's loop index, on its axis of a
+block, and it times an integer >= 0 or plus an integer, recorded as
+s * arange(size) + c in C order (any shape): their bound is O(1), their
+gather a strided slice (`line_gather`) and, for s >= 1, their scatter one
+elementwise add of a strided slice (every index once: np.add.at's adds).
+
 Every element gets the same additions in the same order as np.add.at's (in
 index order k = 0, 1, ...: the leading run, then the slice, then the trailing
 run), so the values are the same bits. A recorded array is read-only for good
@@ -173,8 +179,9 @@ def scatter(out: np.ndarray, idx, vals) -> bool | None:
     not recorded or an index is out of range (nothing added: the caller's
     path then runs and reports it)."""
     f = fact(idx)
-    if f is None or type(vals) is not np.ndarray or vals.dtype != np.float64 \
-            or vals.shape != idx.shape:
+    if f is None:
+        return _line_scatter(out, idx, vals)
+    if type(vals) is not np.ndarray or vals.dtype != np.float64 or vals.shape != idx.shape:
         return None
     m = len(idx)
     if not m:
@@ -190,6 +197,123 @@ def scatter(out: np.ndarray, idx, vals) -> bool | None:
         np.add(part, vals[left:right], out=part)
     if right < m:
         _run_adds(out, f[2], vals[right:])
+    return True
+
+
+# ----------------------------------------------------------------- lines: s * i + c
+
+
+class _Line(weakref.ref):
+    """A weak reference to an array recorded as s * arange(size) + c, laid out
+    in C order in any shape (a loop index of a nested region, on its axis)."""
+
+    __slots__ = ("key", "scale", "shift")
+
+
+_LINES: dict[int, _Line] = {}
+
+
+def _drop_line(ref) -> None:
+    if _LINES.get(ref.key) is ref:
+        del _LINES[ref.key]
+
+
+def line(values: np.ndarray, scale: int, shift: int) -> np.ndarray:
+    """values (a new int64 array, scale * arange(values.size) + shift in C
+    order) made read-only for good and recorded; the recorded view returned."""
+    values.flags.writeable = False
+    a = values[...]
+    ref = _Line(a, _drop_line)
+    ref.key, ref.scale, ref.shift = id(a), scale, shift
+    _LINES[ref.key] = ref
+    return a
+
+
+def affine(a):
+    """(s, c) when a is recorded as s * arange(a.size) + c (C order; iota's
+    (1, 0), a shifted index's when unclamped), else None."""
+    r = _LINES.get(id(a))
+    if r is not None and r() is a:
+        return r.scale, r.shift
+    f = fact(a)
+    if f is not None and f[1] is None and f[2] is None:
+        return 1, f[0]
+    return None
+
+
+def _line_op(x, scale: int, shift: int):
+    """The line x * scale + shift of a recorded line x (both ints), or None
+    when x is not one or the result might leave int64."""
+    f = affine(x)
+    # (numpy's int64 operation takes scale and shift as int64s themselves)
+    if f is None or x.dtype != np.int64 or not (-_I64 <= shift < _I64 and 0 <= scale < _I64):
+        return None
+    s, c = f
+    s2, c2 = s * scale, c * scale + shift
+    last = c2 + s2 * (x.size - 1) if x.size else c2
+    if not (-_I64 <= c2 < _I64 and -_I64 <= last < _I64):
+        return None
+    return line(np.add(np.multiply(x, scale), shift) if scale != 1 else np.add(x, shift),
+                s2, c2)
+
+
+def line_add(x, y):
+    """x + y on Z for a recorded line x and an int y (either order), or None."""
+    if type(y) is not int and type(x) is int:
+        x, y = y, x
+    if type(y) is not int:
+        return None
+    return _line_op(x, 1, y)
+
+
+def line_mul(x, y):
+    """x * y on Z for a recorded line x and an int y >= 0 (either order), or None."""
+    if type(y) is not int and type(x) is int:
+        x, y = y, x
+    if type(y) is not int or y < 0:
+        return None
+    return _line_op(x, y, 0)
+
+
+def line_bound(a) -> int | None:
+    """The largest magnitude in a recorded line (its first or last element),
+    or None for an array not recorded."""
+    f = affine(a)
+    if f is None:
+        return None
+    s, c = f
+    return max(abs(c), abs(c + s * (a.size - 1))) if a.size else 0
+
+
+def line_gather(a, idx):
+    """a[idx] for a 1-D numpy a and a recorded line idx of a scale >= 1: a
+    strided slice of a in idx's shape, or None (not such an idx, empty, or an
+    index out of range: the caller's path reports it)."""
+    f = affine(idx)
+    if f is None or type(a) is not np.ndarray or a.ndim != 1 or f[0] < 1 or not idx.size:
+        return None
+    s, c = f
+    last = c + s * (idx.size - 1)
+    if c < 0 or last >= len(a):
+        return None
+    return a[c:last + 1:s].reshape(idx.shape)
+
+
+def _line_scatter(out: np.ndarray, idx, vals) -> bool | None:
+    """scatter's adds for a recorded line of a scale >= 1 (every index hit
+    once, in order): one elementwise add of a strided slice of out."""
+    f = affine(idx)
+    if (f is None or f[0] < 1 or type(vals) is not np.ndarray or vals.dtype != np.float64
+            or vals.shape != idx.shape or out.ndim != 1):
+        return None
+    if not idx.size:
+        return True
+    s, c = f
+    last = c + s * (idx.size - 1)
+    if c < 0 or last >= len(out):
+        return None
+    part = out[c:last + 1:s]
+    np.add(part, vals.reshape(-1), out=part)
     return True
 
 

@@ -102,7 +102,9 @@ def vindex(n: int, axis: int, rank: int, live: int = 1):
     n = loop_size(n, live)
     if rank == 1:
         return iota(n)  # recorded: a build of it is an identity index array
-    return np.arange(n, dtype=np.int64).reshape(_shape(rank, axis, n))
+    # recorded as a line (chad/compile/shifts.py): 2 * i + 1 is one too, its
+    # bounds known and its gathers slices
+    return shifts.line(np.arange(n, dtype=np.int64).reshape(_shape(rank, axis, n)), 1, 0)
 
 
 def vtake(a, n: int, axis: int, rank: int, live: int = 1):
@@ -152,6 +154,8 @@ def vgather(a, idx, live: int = 1):
     if not live:
         return np.zeros(idx.shape, dtype=a.dtype if a.dtype != object else None)
     out = shifts.gather(a, idx)  # a shifted, clamped loop index: slices
+    if out is None:
+        out = shifts.line_gather(a, idx)  # s * i + c: a strided slice
     if out is not None:
         return out
     if idx.size and (int(idx.min()) < 0 or int(idx.max()) >= len(a)):
@@ -176,6 +180,8 @@ def _ibound(x) -> int:
         if not x.size:
             return 0
         known = shifts.bound(x)  # a loop's index, shifted, clamped: no pass over it
+        if known is None:
+            known = shifts.line_bound(x)  # a loop's index times and plus integers
         if known is not None:
             return known
         return max(abs(int(x.max())), abs(int(x.min())))
@@ -189,6 +195,8 @@ def _exact(x):
 def viadd(x, y):
     """x + y on Z, batched (module note above)."""
     out = shifts.add(x, y)  # a loop's index plus an integer (chad/compile/shifts.py)
+    if out is None:
+        out = shifts.line_add(x, y)
     if out is not None:
         return out
     if _ibound(x) + _ibound(y) < _I64:
@@ -198,6 +206,9 @@ def viadd(x, y):
 
 def vimul(x, y):
     """x * y on Z, batched."""
+    out = shifts.line_mul(x, y)  # a loop's index times an integer: recorded
+    if out is not None:
+        return out
     if _ibound(x) * _ibound(y) < _I64:
         return np.multiply(x, y)
     return np.multiply(_exact(x), _exact(y))
@@ -340,12 +351,14 @@ def vout(x, n: int, rank: int, dtype, fresh: bool, private: bool = False):
     batched body x (rank `rank`, axis 0 the loop): a 1-D array owning its data
     (never a view of an input), but for the recorded identity in `private` code."""
     _check_size(n)
-    if shifts.fact(x) is not None and x.dtype == dtype and x.shape == (n,):
-        # `build n (\i -> i)`, the loop index itself (chad/compile/known.py), or
-        # it shifted and clamped (chad/compile/shifts.py), in a derivative's
-        # code (`private`: its index arrays never reach the caller): the
-        # recorded read-only array; elsewhere a new one, which the caller may change
-        return x if private else np.array(x)
+    if (shifts.fact(x) is not None or shifts.affine(x) is not None) and x.dtype == dtype:
+        if x.shape == (n,):
+            # `build n (\i -> i)`, the loop index itself (chad/compile/known.py), or
+            # it shifted and clamped (chad/compile/shifts.py), in a derivative's
+            # code (`private`: its index arrays never reach the caller): the
+            # recorded read-only array; elsewhere a new one, which the caller may change
+            return x if private else np.array(x)
+        fresh = False  # (a recorded line, read-only: copied below)
     x = np.asarray(x)
     if x.dtype != dtype:
         x = x.astype(dtype)
