@@ -422,3 +422,16 @@ def test_gathers_by_lines_are_the_interpreters(runtime):
         assert repr(got[0]) == repr(want[0])
         for g, v in zip(got[1], want[1]):
             assert np.asarray(g).tobytes() == np.asarray(v).tobytes()
+
+
+def test_lines_made_again_are_given_again():
+    """A function called again at one size makes its lines once (the last
+    RECENT_LINES kept): the same recorded array for the same shape, scale and
+    shift, another for another."""
+    from chad.compile.vector_support import vimul, vindex
+    a, b = vindex(6, 0, 2), vindex(6, 0, 2)
+    assert a is b and shifts.affine(a) == (1, 0)
+    c, d = vimul(a, 3), vimul(b, 3)
+    assert c is d and np.array_equal(c, np.arange(6).reshape(6, 1) * 3)
+    assert vindex(6, 1, 2) is not a and vindex(6, 1, 2).shape == (1, 6)
+    assert viadd(c, 1) is not c and shifts.affine(viadd(c, 1)) == (3, 1)

@@ -218,14 +218,31 @@ def _drop_line(ref) -> None:
         del _LINES[ref.key]
 
 
+_RECENT_LINES: list = []  # the last few lines made, given again (as _RECENT)
+RECENT_LINES = 8
+
+
+def recent_line(shape: tuple, scale: int, shift: int):
+    """A recorded line of that shape, scale and shift made lately, or None."""
+    for a in _RECENT_LINES:
+        r = _LINES.get(id(a))
+        if a.shape == shape and r is not None and r.scale == scale and r.shift == shift:
+            return a
+    return None
+
+
 def line(values: np.ndarray, scale: int, shift: int) -> np.ndarray:
     """values (a new int64 array, scale * arange(values.size) + shift in C
-    order) made read-only for good and recorded; the recorded view returned."""
+    order) made read-only for good and recorded; the recorded view returned,
+    and kept among the RECENT_LINES last (a function called again at one size
+    makes its index arrays once)."""
     values.flags.writeable = False
     a = values[...]
     ref = _Line(a, _drop_line)
     ref.key, ref.scale, ref.shift = id(a), scale, shift
     _LINES[ref.key] = ref
+    _RECENT_LINES.insert(0, a)
+    del _RECENT_LINES[RECENT_LINES:]
     return a
 
 
@@ -253,6 +270,9 @@ def _line_op(x, scale: int, shift: int):
     last = c2 + s2 * (x.size - 1) if x.size else c2
     if not (-_I64 <= c2 < _I64 and -_I64 <= last < _I64):
         return None
+    made = recent_line(x.shape, s2, c2)
+    if made is not None:
+        return made
     return line(np.add(np.multiply(x, scale), shift) if scale != 1 else np.add(x, shift),
                 s2, c2)
 

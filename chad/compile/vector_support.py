@@ -104,7 +104,10 @@ def vindex(n: int, axis: int, rank: int, live: int = 1):
         return iota(n)  # recorded: a build of it is an identity index array
     # recorded as a line (chad/compile/shifts.py): 2 * i + 1 is one too, its
     # bounds known and its gathers slices
-    return shifts.line(np.arange(n, dtype=np.int64).reshape(_shape(rank, axis, n)), 1, 0)
+    shape = _shape(rank, axis, n)
+    made = shifts.recent_line(shape, 1, 0)
+    return made if made is not None else shifts.line(
+        np.arange(n, dtype=np.int64).reshape(shape), 1, 0)
 
 
 def vtake(a, n: int, axis: int, rank: int, live: int = 1):
