@@ -435,3 +435,17 @@ def test_lines_made_again_are_given_again():
     assert c is d and np.array_equal(c, np.arange(6).reshape(6, 1) * 3)
     assert vindex(6, 1, 2) is not a and vindex(6, 1, 2).shape == (1, 6)
     assert viadd(c, 1) is not c and shifts.affine(viadd(c, 1)) == (3, 1)
+
+
+def test_a_gather_by_a_line_is_a_new_array():
+    """`a ! (2 * i)` in a build: the caller's result is its own (writing it
+    leaves the argument alone), as fancy indexing's copy was."""
+    text = "def f(a : Array R) : Array R = build (div(length a, 2)) (\\i -> a ! (2 * i))"
+    a = np.arange(10.0)
+    got = chad.primal(text)(a)
+    assert got.tolist() == [0.0, 2.0, 4.0, 6.0, 8.0]
+    assert not np.shares_memory(got, a) and got.flags.writeable
+    got[0] = 99.0
+    assert a[0] == 0.0
+    out = shifts.line_gather(a, viadd(iota(3), 1))
+    assert out is not None and not np.shares_memory(out, a)

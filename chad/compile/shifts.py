@@ -307,8 +307,10 @@ def line_bound(a) -> int | None:
 
 def line_gather(a, idx):
     """a[idx] for a 1-D numpy a and a recorded line idx of a scale >= 1: a
-    strided slice of a in idx's shape, or None (not such an idx, empty, or an
-    index out of range: the caller's path reports it)."""
+    strided slice of a copied in idx's shape (a new array, as fancy indexing
+    gives: the callers may hand it over or take it as their own), or None
+    (not such an idx, empty, or an index out of range: the caller's path
+    reports it)."""
     f = affine(idx)
     if f is None or type(a) is not np.ndarray or a.ndim != 1 or f[0] < 1 or not idx.size:
         return None
@@ -316,7 +318,7 @@ def line_gather(a, idx):
     last = c + s * (idx.size - 1)
     if c < 0 or last >= len(a):
         return None
-    return a[c:last + 1:s].reshape(idx.shape)
+    return a[c:last + 1:s].reshape(idx.shape).copy()
 
 
 def _line_scatter(out: np.ndarray, idx, vals) -> bool | None:
