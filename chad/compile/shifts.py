@@ -236,6 +236,8 @@ def line(values: np.ndarray, scale: int, shift: int) -> np.ndarray:
     order) made read-only for good and recorded; the recorded view returned,
     and kept among the RECENT_LINES last (a function called again at one size
     makes its index arrays once)."""
+    if values.base is not None:  # (a view: numpy would let its owner be written)
+        values = values.copy()
     values.flags.writeable = False
     a = values[...]
     ref = _Line(a, _drop_line)

@@ -212,7 +212,8 @@ def vimul(x, y):
     out = shifts.line_mul(x, y)  # a loop's index times an integer: recorded
     if out is not None:
         return out
-    if _ibound(x) * _ibound(y) < _I64:
+    bx, by = _ibound(x), _ibound(y)
+    if bx < _I64 and by < _I64 and bx * by < _I64:  # (numpy takes each as an int64)
         return np.multiply(x, y)
     return np.multiply(_exact(x), _exact(y))
 
