@@ -16,6 +16,7 @@ from chad.api_core import load
 from chad.compile import kernels, order, source
 from chad.compile.fusion import fused
 from chad.errors import ChadError
+from tests.test_scatter_kernels import _chain_loop
 
 GMM = open(__file__.rsplit("/tests/", 1)[0] + "/examples/gmm.chad").read()
 
@@ -43,15 +44,6 @@ def test_gmm_gradient_is_the_interpreters_within_exps_rounding(evm):
 
 
 # ------------------------------------------------------------------ what held
-
-def _chain_loop(out, parts, n, m):
-    out = out.copy()
-    for i in range(n - 1, -1, -1):
-        for x, ix in reversed(parts):
-            for j in range(m):
-                out[ix[i, j]] = float(out[ix[i, j]]) + float(x[i, j])
-    return out
-
 
 def _vals(rng, shape):
     x = rng.standard_normal(shape) * 10.0 ** rng.integers(-8, 17, size=shape)
