@@ -182,7 +182,7 @@ def test_holds_integer_lines_in_primals_equal_the_interpreters():
 
 def test_holds_lines_made_by_threads_keep_their_values():
     """holds: threads making, reusing and dropping lines of many shapes,
-    scales and shifts (the shared _RECENT_LINES, _LINES) always get the
+    scales and shifts (the shared _RECENT_LINES, LINES) always get the
     values their record says."""
     bad = []
 
@@ -218,5 +218,5 @@ def test_holds_a_dead_lines_id_reused_is_not_a_line():
         y = np.arange(5, dtype=np.int64).reshape(5, 1) * 7
         if id(y) == key:
             break
-    assert shifts.affine(y) is None and shifts.line_bound(y) is None
+    assert shifts.affine(y) is None and shifts.bound(y) is None
     assert vgather(np.arange(40.0), y).tolist() == [[0.0], [7.0], [14.0], [21.0], [28.0]]

@@ -379,7 +379,7 @@ def inner_adds(cells: list, run, buf: dict, shape: tuple) -> None:
                 cells[level] = rows(seq, n, cur)
                 run.owned.add(level)
         elif seq.shape[1]:  # (an empty inner loop adds nothing)
-            run.pending.setdefault(level, []).append((seq, None))
+            run.pending.setdefault(level, []).append((seq, None, False))
     buf.clear()
 
 

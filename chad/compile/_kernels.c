@@ -1192,16 +1192,7 @@ bad_code:
                     l->ptr = (const double *)(l->data + l->off + c0 * s);
                 } else if (m == 2 && s == (Py_ssize_t)sizeof(double) && l->st[0] == cols * s) {
                     l->ptr = (const double *)(l->data + l->off);  /* rows one after another */
-                } else if (m == 2 && s == 0) {
-                    /* one value a row, repeated along it (an (n, 1) leaf) */
-                    const char *src = l->data + l->off;
-                    for (Py_ssize_t q = 0; q < hr; q++, src += l->st[0]) {
-                        double x = *(const double *)src, *d = l->buf + q * w;
-                        for (Py_ssize_t i = 0; i < w; i++)
-                            d[i] = x;
-                    }
-                    l->ptr = l->buf;
-                } else if (m == 2) {
+                } else if (m == 2) {  /* rows one stride apart (an (n, 1) leaf: s = 0) */
                     const char *src = l->data + l->off + c0 * s;
                     for (Py_ssize_t q = 0; q < hr; q++, src += l->st[0])
                         fuse_copy(l->buf + q * w, src, s, w);

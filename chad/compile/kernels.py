@@ -153,8 +153,8 @@ def _numpy_running(parts: list, masks: list, n: int, start):
 
 def rows(values, n: int, start) -> np.ndarray:
     """A new array of n reals: row i's running sum of values' row i (n x w
-    values, w >= 1 when start is None) from start[i] (an array of n; None:
-    from the row's first value)."""
+    values, w >= 1 when start is None) from start[i] (an array of n, or one
+    real for every row; None: from the row's first value)."""
     values = _flat(values)
     w = values.size // n if n else 0
     if start is not None:

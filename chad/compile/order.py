@@ -122,16 +122,7 @@ def row_sums(x: np.ndarray):
     if not _ROWS_CHECKED[0]:
         return None
     n = x.size // w
-    return kernels.rows(x.reshape(-1), n, _zeros_from(n)).reshape(x.shape[:-1] + (1,))
-
-
-def _zeros_from(n: int) -> np.ndarray:
-    """n starts of +0.0, one real read n times (a stride of 0)."""
-    return np.ndarray((n,), _F64, _ZERO, 0, (0,))
-
-
-_ZERO = np.zeros(1)
-_ZERO.flags.writeable = False
+    return kernels.rows(x.reshape(-1), n, 0.0).reshape(x.shape[:-1] + (1,))
 
 
 def _rows_probe() -> bool:

@@ -35,78 +35,85 @@ identity while it lives, as in chad/compile/known.py.
 
 from __future__ import annotations
 
-import weakref
-
 import numpy as np
 
 from . import kernels
-from .known import is_iota
+from .known import Known, is_iota
 
 _I64 = 2 ** 63
 
 
-class _Fact(weakref.ref):
-    """A weak reference to a recorded array, with its shift and bounds."""
-
-    __slots__ = ("key", "shift", "lo", "hi")
-
-
-_FACTS: dict[int, _Fact] = {}
-
-
-def _drop(ref) -> None:
-    if _FACTS.get(ref.key) is ref:
-        del _FACTS[ref.key]
-
+# the recorded arrays, by identity (chad/compile/known.py), with their facts:
+# FACTS clip(arange(n) + c, lo, hi) as (c, lo, hi); LINES s * arange(size) + c
+# in C order as (s, c)
+FACTS = Known()
+LINES = Known()
 
 _RECENT: list = []  # the last few recorded arrays, given again for the same fact
 RECENT = 4
+_RECENT_LINES: list = []  # the same for lines
+RECENT_LINES = 8
 
 
-def _recent(n: int, shift: int, lo, hi):
-    """A recorded array of n elements with that fact made lately, or None."""
-    for a in _RECENT:
-        r = _FACTS.get(id(a))
-        if len(a) == n and r is not None and (r.shift, r.lo, r.hi) == (shift, lo, hi):
+def _recent_in(table: Known, recent: list, shape: tuple, f):
+    """A recorded array of that shape and fact made lately, or None."""
+    for a in recent:
+        if a.shape == shape and table.fact(a) == f:
             return a
     return None
 
 
-def _record(values: np.ndarray, shift: int, lo, hi) -> np.ndarray:
-    """values (a new 1-D int64 array, clip(arange(n) + shift, lo, hi)) made
-    read-only for good and recorded; the recorded view is returned, and kept
-    among the RECENT last (a function called repeatedly at one size makes
-    its index arrays once, as known.iota)."""
+def _record_in(table: Known, recent: list, keep: int, values: np.ndarray, f) -> np.ndarray:
+    """values (a new int64 array holding what f says) made read-only for good
+    and recorded with f; the recorded view is returned, and kept among the
+    `keep` last (a function called repeatedly at one size makes its index
+    arrays once, as known.iota)."""
+    if values.base is not None:  # (a view: numpy would let its owner be written)
+        values = values.copy()
     values.flags.writeable = False
-    a = values[:]
-    ref = _Fact(a, _drop)
-    ref.key, ref.shift, ref.lo, ref.hi = id(a), shift, lo, hi
-    _FACTS[ref.key] = ref
-    _RECENT.insert(0, a)
-    del _RECENT[RECENT:]
+    a = values[...]
+    table.add(a, f)
+    recent.insert(0, a)
+    del recent[keep:]
     return a
+
+
+def _recent(n: int, shift: int, lo, hi):
+    return _recent_in(FACTS, _RECENT, (n,), (shift, lo, hi))
+
+
+def _record(values: np.ndarray, shift: int, lo, hi) -> np.ndarray:
+    """values (clip(arange(n) + shift, lo, hi)) recorded (_record_in)."""
+    return _record_in(FACTS, _RECENT, RECENT, values, (shift, lo, hi))
 
 
 def fact(a):
     """(c, lo, hi) when a is recorded as clip(arange(len(a)) + c, lo, hi)
     (lo, hi None: no bound; lo <= hi when both are given), iota's (0, None,
     None), else None."""
-    r = _FACTS.get(id(a))
-    if r is not None and r() is a:
-        return r.shift, r.lo, r.hi
+    f = FACTS.fact(a)
+    if f is not None:
+        return f
     if is_iota(a):
         return 0, None, None
     return None
 
 
+def recorded(a) -> bool:
+    """a is a recorded index array: iota, a shifted and clamped one, a line."""
+    return a in FACTS or a in LINES or is_iota(a)
+
+
 def bound(a) -> int | None:
-    """The largest magnitude in a recorded array (its first or last element:
-    it never decreases), or None for an array not recorded."""
-    if fact(a) is None:
+    """The largest magnitude in a recorded array (its first or last element
+    in C order: it never decreases, a line's scale being at least 0), or
+    None for an array not recorded."""
+    if not recorded(a):
         return None
-    if not len(a):
+    if not a.size:
         return 0
-    return max(abs(int(a[0])), abs(int(a[-1])))
+    flat = a.reshape(-1)
+    return max(abs(int(flat[0])), abs(int(flat[-1])))
 
 
 def add(x, y):
@@ -203,57 +210,23 @@ def scatter(out: np.ndarray, idx, vals) -> bool | None:
 # ----------------------------------------------------------------- lines: s * i + c
 
 
-class _Line(weakref.ref):
-    """A weak reference to an array recorded as s * arange(size) + c, laid out
-    in C order in any shape (a loop index of a nested region, on its axis)."""
-
-    __slots__ = ("key", "scale", "shift")
-
-
-_LINES: dict[int, _Line] = {}
-
-
-def _drop_line(ref) -> None:
-    if _LINES.get(ref.key) is ref:
-        del _LINES[ref.key]
-
-
-_RECENT_LINES: list = []  # the last few lines made, given again (as _RECENT)
-RECENT_LINES = 8
-
-
 def recent_line(shape: tuple, scale: int, shift: int):
     """A recorded line of that shape, scale and shift made lately, or None."""
-    for a in _RECENT_LINES:
-        r = _LINES.get(id(a))
-        if a.shape == shape and r is not None and r.scale == scale and r.shift == shift:
-            return a
-    return None
+    return _recent_in(LINES, _RECENT_LINES, shape, (scale, shift))
 
 
 def line(values: np.ndarray, scale: int, shift: int) -> np.ndarray:
     """values (a new int64 array, scale * arange(values.size) + shift in C
-    order) made read-only for good and recorded; the recorded view returned,
-    and kept among the RECENT_LINES last (a function called again at one size
-    makes its index arrays once)."""
-    if values.base is not None:  # (a view: numpy would let its owner be written)
-        values = values.copy()
-    values.flags.writeable = False
-    a = values[...]
-    ref = _Line(a, _drop_line)
-    ref.key, ref.scale, ref.shift = id(a), scale, shift
-    _LINES[ref.key] = ref
-    _RECENT_LINES.insert(0, a)
-    del _RECENT_LINES[RECENT_LINES:]
-    return a
+    order) recorded as a line (_record_in), kept among the RECENT_LINES last."""
+    return _record_in(LINES, _RECENT_LINES, RECENT_LINES, values, (scale, shift))
 
 
 def affine(a):
     """(s, c) when a is recorded as s * arange(a.size) + c (C order; iota's
     (1, 0), a shifted index's when unclamped), else None."""
-    r = _LINES.get(id(a))
-    if r is not None and r() is a:
-        return r.scale, r.shift
+    f = LINES.fact(a)
+    if f is not None:
+        return f
     f = fact(a)
     if f is not None and f[1] is None and f[2] is None:
         return 1, f[0]
@@ -295,16 +268,6 @@ def line_mul(x, y):
     if type(y) is not int or y < 0:
         return None
     return _line_op(x, y, 0)
-
-
-def line_bound(a) -> int | None:
-    """The largest magnitude in a recorded line (its first or last element),
-    or None for an array not recorded."""
-    f = affine(a)
-    if f is None:
-        return None
-    s, c = f
-    return max(abs(c), abs(c + s * (a.size - 1))) if a.size else 0
 
 
 def line_gather(a, idx):

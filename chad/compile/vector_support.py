@@ -182,9 +182,7 @@ def _ibound(x) -> int:
     if isinstance(x, np.ndarray):
         if not x.size:
             return 0
-        known = shifts.bound(x)  # a loop's index, shifted, clamped: no pass over it
-        if known is None:
-            known = shifts.line_bound(x)  # a loop's index times and plus integers
+        known = shifts.bound(x)  # a loop's index shifted, clamped, scaled: no pass
         if known is not None:
             return known
         return max(abs(int(x.max())), abs(int(x.min())))
@@ -355,7 +353,7 @@ def vout(x, n: int, rank: int, dtype, fresh: bool, private: bool = False):
     batched body x (rank `rank`, axis 0 the loop): a 1-D array owning its data
     (never a view of an input), but for the recorded identity in `private` code."""
     _check_size(n)
-    if (shifts.fact(x) is not None or shifts.affine(x) is not None) and x.dtype == dtype:
+    if shifts.recorded(x) and x.dtype == dtype:
         if x.shape == (n,):
             # `build n (\i -> i)`, the loop index itself (chad/compile/known.py), or
             # it shifted and clamped (chad/compile/shifts.py), in a derivative's
@@ -481,12 +479,13 @@ class Pass:
         adds (w of them: an inner loop's, in their order), the parts in the
         order of the adds, so the running sum (kernels.running: one addition
         after the other from the cell's value) gives its result bit for bit.
-        Each part is (values, the mask of the elements that added, or None)."""
+        Each part is (values, the mask of the elements that added, or None,
+        whether its adds are of the values negated)."""
         shared = getattr(cells, "fork_base", 0)  # a forked half's cells (parallel_support)
         for level, parts in self.pending.items():
-            negs = [p[2] if len(p) > 2 else False for p in parts]
-            spec = ([p[0] for p in parts], [p[1] for p in parts], len(parts[0][0]),
-                    negs if any(negs) else None)
+            negs = [neg for _v, _m, neg in parts]
+            spec = ([v for v, _m, _neg in parts], [m for _v, m, _neg in parts],
+                    len(parts[0][0]), negs if any(negs) else None)
             if level < shared:  # a cell of the forking thread: summed at the join
                 cells.defer(level, spec, sum_into)
             else:
@@ -524,7 +523,7 @@ def vaddm(cells: list, level: int, run: Pass, v, n: int, mask) -> None:
     if n == 0:
         return
     if level < run.base:
-        run.pending.setdefault(level, []).append((v, mask))
+        run.pending.setdefault(level, []).append((v, mask, False))
         return
     cur = cells[level]
     if cur is None:  # vseq runs such a pass element by element (VecBack.masked)
@@ -548,19 +547,14 @@ def vadd(cells: list, level: int, run: Pass, v, n: int, adopt: bool = False,
     of its own; a per-element cell gets -v, made here (then adopted).
     Called by the batched backpropagators only, inside their `quiet()` block
     (chad/compile/vectorise.py, back_function): numpy's warnings are off."""
-    if neg and level < run.base and level < len(cells):
-        v, _whole = _operand(cells, level, v, n)
-        if n:
-            run.pending.setdefault(level, []).append((v, None, True))
-        return
-    if neg:
-        v, adopt = -v, True
     v, whole = _operand(cells, level, v, n)
     if n == 0:
         return
     if level < run.base:
-        run.pending.setdefault(level, []).append((v, None))
+        run.pending.setdefault(level, []).append((v, None, neg))
         return
+    if neg:
+        v, whole, adopt = -v, True, True
     if adopt:
         flags = v.flags
         adopt = whole and flags.writeable and flags.owndata

@@ -58,7 +58,9 @@ from chad.terms import (
     rebuild, shape,
 )
 
-from chad.types import Int, Prod, UnitT
+from chad.linear import L_UN
+from chad.transform.common import D2
+from chad.types import Prod
 
 from .names import Fresh, is_opaque
 from .occurrences import Info, dead_info, unknown_info
@@ -687,7 +689,7 @@ class Pass:
         if is_zero(v):  # adding a zero changes no cell
             self.changes += 1
             return PureEVM(Unit())
-        if type(t.ty) in _UNIT_COTANGENTS and not self.may_fail(v):
+        if t.ty is not None and _unit_cotangent(t.ty) and not self.may_fail(v):
             # the cell of an integer (or unit) variable: its cotangents are
             # unit, every add a no-op (`toreal (if c then i else 0)`: one
             # branch's backpropagator adds to i's cell, the other's does not;
@@ -698,9 +700,13 @@ class Pass:
         return t if v is t.val else attrs.evolve(t, val=v)
 
 
-# the types whose cotangent is unit (chad/transform/common.py, D2): an add to
-# such a variable's cell (AddEVM.ty, set by CHAD's var rule) changes nothing
-_UNIT_COTANGENTS = (Int, UnitT)
+def _unit_cotangent(ty) -> bool:
+    """ty's cotangent is unit (D2: an integer's, unit's): an add to such a
+    variable's cell (AddEVM.ty, set by CHAD's var rule) changes nothing."""
+    try:
+        return D2(ty) == L_UN
+    except NotImplementedError:
+        return False
 
 
 _HANDLERS = {
