@@ -78,6 +78,36 @@ def fused(rhs: str) -> str | None:
     return f"_vfuse({bytes(code)!r}, {', '.join(leaves)})"
 
 
+def summed_product(x: str, product: str, rhs: str) -> tuple[str, str, str] | None:
+    """For `x = A * B` (product: the right-hand side assigning the batched real
+    x) read only by the next statement, whose right-hand side rhs holds
+    `_vsum(x, rest)`: rhs cut around that call, (before, `_vsumprod(A, B,
+    rest)`, after). vector_support.vsumprod sums the products without making
+    their block where it can. None if the statements are not of that form.
+    A and B are then evaluated after what `before` evaluates (the caller
+    checks that nothing there can act or fail), and the product, which can
+    fail only by its shapes and cannot act, with them."""
+    try:
+        prod = ast.parse(product, mode="eval").body
+        tree = ast.parse(rhs, mode="eval")
+    except SyntaxError:
+        return None
+    if not (isinstance(prod, ast.BinOp) and isinstance(prod.op, ast.Mult)):
+        return None
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+                and node.func.id == "_vsum" and not node.keywords and len(node.args) > 1
+                and isinstance(node.args[0], ast.Name) and node.args[0].id == x):
+            break
+    else:
+        return None
+    operands = [ast.get_source_segment(product, prod.left),
+                ast.get_source_segment(product, prod.right)]
+    rest = [ast.get_source_segment(rhs, a) for a in node.args[1:]]
+    call = f"_vsumprod({', '.join(operands + rest)})"
+    return rhs[:node.col_offset], call, rhs[node.end_col_offset:]
+
+
 def _literal(node) -> bool:
     """A real literal (repr of a float, as the generator writes numbers)."""
     return isinstance(node, ast.Constant) and type(node.value) is float

@@ -294,6 +294,20 @@ def scaled(col: np.ndarray, block: np.ndarray, add=None):
     return out
 
 
+def dots(a: np.ndarray, b: np.ndarray):
+    """A new array: np.sum of each row of a * b (a and b 2-D float64 arrays of
+    shapes that broadcast, any strides), each row's products summed pairwise
+    as numpy sums a contiguous row, without the block of products
+    (chad/compile/order.py, row_dots); None without the C loop."""
+    if _native is None:
+        return None
+    rows = (np.shape(b)[0] if np.shape(a)[0] == 1 else np.shape(a)[0]) \
+        if np.ndim(a) == 2 == np.ndim(b) else 0
+    out = np.empty(rows, dtype=_F64)
+    _native.dots(a, b, out)
+    return out
+
+
 def scatter(out: np.ndarray, idx: np.ndarray, vals: np.ndarray):
     """out[idx[k]] += vals[k] for k in order, in place (1-D float64 out and
     vals, int64 idx): True, or False at the first index outside the array

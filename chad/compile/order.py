@@ -42,6 +42,7 @@ import numpy as np
 from chad.compile import kernels
 from chad.compile.ieee import quiet
 from chad.compile.scaled import ScaledRows, colsum as scaled_colsum
+from chad.compile.shapes import view
 
 _F64 = np.dtype(np.float64)
 # rows up to this long: the C loop (4x numpy's reduce at 5 columns); longer
@@ -145,6 +146,51 @@ def _rows_probe() -> bool:
             got[i, 0] = s
         if want.tobytes() != got.tobytes():
             return False
+    return True
+
+
+_DOTS_CHECKED: list[bool | None] = [None]
+
+
+def row_dots(a, b, m: int):
+    """np.add.reduce(a * b, axis=1, keepdims=True) for 2-D float64 arrays a
+    and b whose shapes broadcast to rows of m (an n x m block of products,
+    summed over its inner loop: a matrix-vector product's rows), by the C
+    loop `kernels.dots`, which never makes the block, when numpy sums as it
+    does here (`_dots_probe`); else None (the caller's product and reduce)."""
+    if not (type(a) is np.ndarray and type(b) is np.ndarray and a.ndim == 2 == b.ndim
+            and a.dtype == _F64 == b.dtype and kernels.native()):
+        return None
+    rows = b.shape[0] if a.shape[0] == 1 else a.shape[0]
+    if (b.shape[0] not in (1, rows) or a.shape[1] not in (1, m)
+            or b.shape[1] not in (1, m)):
+        return None
+    if _DOTS_CHECKED[0] is None:
+        _DOTS_CHECKED[0] = _dots_probe()
+    if not _DOTS_CHECKED[0]:
+        return None
+    if a.shape[1] != m != b.shape[1]:  # (the C loop broadcasts the rest)
+        a, b = view(a, (rows, m)), view(b, (rows, m))
+    return kernels.dots(a, b).reshape(rows, 1)
+
+
+def _dots_probe() -> bool:
+    """numpy's reduce along the rows of a block of products is the C loop's
+    sum (numpy's pairwise sum from +0.0), on rows where other orders differ
+    (values of magnitudes 10^-8 to 10^8 and signed zeros; short rows, rows
+    about the block of 128 and split ones), through reversed and broadcast
+    views too."""
+    rng = np.random.default_rng(20261128)
+    for m in (*range(0, 20), 127, 128, 129, 136, 255, 257, 1000, 1031, 8193, 20011):
+        a = rng.standard_normal((3, m)) * 10.0 ** rng.integers(-8, 9, (3, m))
+        a[rng.random((3, m)) < 0.1] = -0.0
+        v = rng.standard_normal((1, m)) * 10.0 ** rng.integers(-8, 9, (1, m))
+        for x, y in ((a, v), (a[::-1], a), (a[:, ::-1], v)):
+            with quiet():
+                want = np.add.reduce(x * y, axis=1, keepdims=True)
+            got = kernels.dots(x, y)
+            if got is None or got.tobytes() != want.tobytes():
+                return False
     return True
 
 

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import re
 
-from .fusion import fused
+from .fusion import fused, summed_product
 
 _NAME = re.compile(r"(?<![\w.])[a-z]+[0-9]+\b")
 _ASSIGN = re.compile(r"([a-z]+[0-9]+) = (.*)")
@@ -135,8 +135,10 @@ def reuse_locals(lines: list[str], reals=frozenset()) -> list[str]:
 
     # 2. a local read once, by the next statement, folded into it
     _fold(stmts, alive, reads, pinned)
-    # 2b. then a batched real's arithmetic, folded so, made in one pass
+    # 2b. then a batched real's arithmetic, folded so, made in one pass (a
+    # product read only by the sum after it: summed without its block)
     if reals:
+        _sum_products(stmts, alive, reads, pinned, reals)
         for i, s in enumerate(stmts):
             if alive[i] and s.target in reals:
                 call = fused(s.text[len(s.target) + 3:])
@@ -189,6 +191,43 @@ def reuse_locals(lines: list[str], reals=frozenset()) -> list[str]:
             out.append(_INDENT * s.indent + _NAME.sub(sub, s.text))
             pool.extend(freed)
     return out
+
+
+def _sum_products(stmts: list[_Stmt], alive: list[bool], reads: dict[str, int],
+                  pinned: set[str], reals) -> None:
+    """`x = A * B` (x a batched real read once) followed, in the same
+    statement list, by a statement reading `_vsum(x, ...)` with nothing that
+    can act or fail to its left: that call becomes `_vsumprod(A, B, ...)`
+    (chad/compile/fusion.py, summed_product)."""
+    before = None  # the alive statement just before the current one
+    for j, s in enumerate(stmts):
+        if not alive[j]:
+            continue
+        d, before = before, j
+        if d is None:
+            continue
+        p = stmts[d]
+        x = p.target
+        if (x is None or x not in reals or x in pinned or reads.get(x, 0) != 1
+                or p.seq != s.seq or x not in s.uses):
+            continue
+        if s.target is not None:
+            head = s.target + " = "
+        elif s.text.startswith("return "):
+            head = "return "
+        else:
+            continue
+        rhs = s.text[len(head):]
+        cut = summed_product(x, p.text[len(x) + 3:], rhs)
+        if cut is None or " if " in rhs or _UNSAFE.search(cut[0]) is not None:
+            continue
+        s.text = head + "".join(cut)
+        s.nest = s.text.count("(")
+        uses = list(s.uses)
+        uses.remove(x)
+        s.uses = uses + p.uses
+        reads[x] = 0
+        alive[d] = False
 
 
 def _fold(stmts: list[_Stmt], alive: list[bool], reads: dict[str, int],

@@ -23,7 +23,7 @@ from . import shifts
 from .ieee import quiet
 from .kernels import fuse, running, select, select_ints
 from .known import NO_NEG_ZERO, ONE_HOT, clear_of_negative_zero, iota, matrix_of
-from .order import row_sums
+from .order import row_dots, row_sums
 
 
 def _shape(rank: int, axis: int, n: int) -> tuple:
@@ -333,6 +333,20 @@ def vsum(x, n: int, axis: int, rank: int, live: int = 1):
         return np.add.reduce(x, axis=axis, keepdims=True)
 
 
+def vsumprod(a, b, n: int, axis: int, rank: int, live: int = 1):
+    """vsum(a * b, n, axis, rank, live): a sum over an inner loop of a
+    product of two batched reals (`sum (build m (\\j -> m ! i ! j * v ! j))`,
+    rewritten so after the generated code is made: chad/compile/fusion.py,
+    summed_product). Over the last axis of a 2-D block the C loop sums each
+    row's products as numpy's reduce of the block would (order.row_dots),
+    without making it; anything else makes the product and sums it."""
+    if rank == 2 and axis == 1:
+        out = row_dots(a, b, loop_size(n, live))
+        if out is not None:
+            return out
+    return vsum(a * b, n, axis, rank, live)
+
+
 def _sums_pairwise(x, axis: int) -> bool:
     """numpy reduces x along axis pairwise, as np.sum of each row: the axis is
     the innermost one with more than one element, and its elements adjacent
@@ -387,7 +401,7 @@ def vrows(x, n: int, m: int, rank: int, dtype):
 HELPERS = {"_np": np, "_quiet": quiet, "_vindex": vindex, "_vtake": vtake, "_vtoreal": vtoreal,
            "_vpowi": vpowi,
            "_vgather": vgather,
-           "_vtake2": vtake2, "_vtake_numbers": vtake_numbers, "_vsum": vsum, "_vout": vout, "_vrows": vrows,
+           "_vtake2": vtake2, "_vtake_numbers": vtake_numbers, "_vsum": vsum, "_vsumprod": vsumprod, "_vout": vout, "_vrows": vrows,
            "_f64": np.float64, "_i64": np.int64, "_ndarray": np.ndarray,
            "_viadd": viadd, "_vimul": vimul, "_vineg": vineg, "_vwhere": vwhere,
            "_vclamp": vclamp,
