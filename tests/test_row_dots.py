@@ -184,12 +184,17 @@ def test_summed_products_give_the_interpreters_values(text, n, evm):
 _DEF = re.compile(r"^def (vb[0-9]+)\((.*)\):$", re.M)
 
 
-@pytest.mark.parametrize("text", [SMV, AFFINE])
-def test_a_nested_reverse_pass_captures_only_what_it_reads(text):
-    """The batched backpropagator of the outer elements takes the values its
-    body reads, and nothing else: the inner loop's block of products, which
-    its backpropagators never read, is not kept alive until the reverse
-    pass."""
+MAP_CLOSURE = ("def weighted(w : R, xs : Array R) : R = "
+               "let f = \\(x : R) -> tanh (w * x) * x in sum (map f xs)")
+
+
+@pytest.mark.parametrize("text", [SMV, AFFINE, MAP_CLOSURE])
+def test_a_batched_reverse_pass_captures_only_what_it_reads(text):
+    """A batched backpropagator (of a nested loop's outer elements, or of a
+    single loop's elements) takes the values its body reads, and nothing
+    else: the inner loop's block of products, or `w * x` where the
+    derivative reads `tanh (w * x)` only, is not kept alive until the
+    reverse pass."""
     source = _source(text)
     found = False
     for m in _DEF.finditer(source):

@@ -897,11 +897,16 @@ def back_function_tree(b: Batcher, tree) -> tuple[str, list[str], tuple]:
         local = _in_params(tree, of_atom)
         quiet_body(gen, lambda: run_back(inner, local, BVal("num", d, {0}, elem="R"), cells,
                                          base, None))
-    if inner.outer_used:  # forward values it reads (tanh x of tanh's derivative): parameters
-        extra = list(inner.outer_used.values())
-        block.lines[0] = f"def {name}({', '.join(params + extra + [d, cells, base, n])}):"
+    # forward values it reads (tanh x of tanh's derivative) are parameters too;
+    # the captured values its body never reads (w * x, when the derivative
+    # reads tanh (w * x) only) are not, so the forward pass does not keep
+    # them alive until the reverse pass
+    read = set(_NAME.findall("\n".join(block.lines[1:])))
+    atoms = [(a, p) for a, p in list(of_atom.items()) + list(inner.outer_used.items())
+             if p in read]
+    block.lines[0] = f"def {name}({', '.join([p for _a, p in atoms] + [d, cells, base, n])}):"
     b.pending.append(block)
-    return name, list(of_atom) + list(inner.outer_used), tuple(sorted(set(inner.masked)))
+    return name, [a for a, _p in atoms], tuple(sorted(set(inner.masked)))
 
 
 @contextmanager
