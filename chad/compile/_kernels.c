@@ -1,7 +1,8 @@
 /* Loops numpy lacks, in C (chad/compile/kernels.py): running sums in the
  * evaluator's order, a select that does not branch, the fold trees of short
  * rows, the dense sums of bags (column sums of short rows, np.add.at's
- * additions, a chain of adds of rows at indices read from the rows), and an
+ * additions, a chain of adds of rows at indices read from the rows), the
+ * rows' sums of a block of products without the block (dots), and an
  * elementwise expression of +, -, *, / in one pass (fuse).
  *
  * The reverse pass of a vectorised loop adds every element's contributions to

@@ -44,6 +44,11 @@ for 10^6 pairs. `chain(out, vals, idx)`: the same for the pairs of a chain
 of adds of rows (a nested loop's adds to a shared cell at indices), read
 from the rows themselves instead of the pairs' two arrays made first.
 
+`dots(a, b)`: np.sum of each row of the products a * b (a sum over an inner
+loop of a product: a matrix-vector product's rows, chad/compile/order.py
+row_dots), in numpy's pairwise order, without the block of products: 0.27
+ms for 1000 x 1000 from memory, numpy's product and reduce 1.03 ms.
+
 `fuse(code, *leaves)`: a batched expression of +, -, * and / (and unary
 minus) over float64 arrays in one pass, blocks of 256 elements through every
 operation (chad/compile/fusion.py): the same operations on the same
@@ -51,7 +56,9 @@ operands, so the same values, without an array per operation.
 
 Where the extension was not built (no C compiler when chad was installed), or
 with the environment variable CHAD_NATIVE=0, np.cumsum, np.where and
-np.argmax (or the tree's levels of np.where) run.
+np.argmax (or the tree's levels of np.where) run. The loops over many
+elements are built for AVX2 as well as the baseline (`WIDE_LOOP` in the C
+file), one chosen when the module loads.
 """
 
 from __future__ import annotations
