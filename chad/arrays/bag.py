@@ -557,8 +557,10 @@ def scatter_reals(bag, n: int) -> np.ndarray | None:
     values in the pairs' order from +0.0): a whole array (identity indices) is
     one elementwise add, indexed pairs are `np.add.at` (unbuffered, in index
     order), runs of BOne one `np.add.at`, a block of rows add_rows. Without
-    the concatenation of every leaf's pairs that collect makes."""
-    out = np.zeros(n)
+    the concatenation of every leaf's pairs that collect makes. A first leaf
+    of n reals at the identity indices is added to the zeros as it makes them
+    (0.0 + v, one pass: the zeros never made)."""
+    out = None
     one_idx: list = []
     one_val: list = []
     with quiet():
@@ -568,6 +570,12 @@ def scatter_reals(bag, n: int) -> np.ndarray | None:
                 one_idx.append(b.index)
                 one_val.append(b.value)
                 continue
+            if out is None:
+                v = b.vals if t is BArray and b.idx is None and not one_idx else None
+                if type(v) is np.ndarray and v.dtype == np.float64 and v.shape == (n,):
+                    out = np.add(0.0, v)
+                    continue
+                out = np.zeros(n)
             if one_idx and not _add_at(out, one_idx, one_val):
                 return None
             one_idx, one_val = [], []
@@ -596,6 +604,8 @@ def scatter_reals(bag, n: int) -> np.ndarray | None:
                     return None
             elif not (b is BEMPTY or b is None):
                 return None
+        if out is None:
+            out = np.zeros(n)
         if one_idx and not _add_at(out, one_idx, one_val):
             return None
     return out
