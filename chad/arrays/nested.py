@@ -37,8 +37,8 @@ from __future__ import annotations
 import re
 
 from chad.compile.vectorise import (
-    BVal, Batcher, NotBatchable, _real_literal, abandon, bind_forward_lets, function_block,
-    nesting, per_element_code, quiet_body,
+    BVal, Batcher, NotBatchable, _real_literal, abandon, bind_forward_lets, captures_read,
+    function_block, nesting, per_element_code, quiet_body,
 )
 from chad.linear import LR
 from chad.compile.vector_support import Pass, loop_size
@@ -55,7 +55,6 @@ from .folds import vuntree2
 from .nodes import BEmptyT, SequenceScoped, UnTree
 
 _LOCAL = re.compile(r"[a-z]+[0-9]+")
-_NAME = re.compile(r"[A-Za-z_][A-Za-z_0-9]*")
 # products of two reals: x * y, and CHAD's linear real scaled by a primal one
 # (chad/primitives.py: both numpy's `*` batched)
 _PRODUCTS = ("MUL", "LSCALE")
@@ -199,13 +198,7 @@ def back_function_nested(b: Batcher, lam: Lam):
             ex.run(lam.body)
 
         quiet_body(gen, body)
-    # the values the body never reads (the inner loop's ys, when its
-    # backpropagators do not need them) are not captured: kept alive until
-    # the reverse pass, a block of n x m products held memory the pass could
-    # have reused
-    read = set(_NAME.findall("\n".join(block.lines[1:])))
-    atoms = [a for a in atoms if names[a] in read]
-    block.lines[0] = f"def {name}({', '.join([names[a] for a in atoms] + [d, cells, run, n])}):"
+    atoms = captures_read(block, [(a, names[a]) for a in atoms], [d, cells, run, n])
     b.pending.append(block)
     b.pending.extend(ex.pending)
     return name, atoms, Nested(tuple(ex.loops), unit_result=not ex.pure_values)

@@ -153,8 +153,9 @@ _DOTS_CHECKED: list[bool | None] = [None]
 
 
 def row_dots(a, b, m: int):
-    """np.add.reduce(a * b, axis=1, keepdims=True) for 2-D float64 arrays a
-    and b whose shapes broadcast to rows of m (an n x m block of products,
+    """np.sum of each row of a * b, as an n x 1 array (vector_support.vsum
+    of the product over its last axis), for 2-D float64 arrays a and b
+    whose shapes broadcast to rows of m (an n x m block of products,
     summed over its inner loop: a matrix-vector product's rows), by the C
     loop `kernels.dots`, which never makes the block, when numpy sums as it
     does here (`_dots_probe`); else None (the caller's product and reduce)."""

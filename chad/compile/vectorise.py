@@ -897,16 +897,25 @@ def back_function_tree(b: Batcher, tree) -> tuple[str, list[str], tuple]:
         local = _in_params(tree, of_atom)
         quiet_body(gen, lambda: run_back(inner, local, BVal("num", d, {0}, elem="R"), cells,
                                          base, None))
-    # forward values it reads (tanh x of tanh's derivative) are parameters too;
-    # the captured values its body never reads (w * x, when the derivative
-    # reads tanh (w * x) only) are not, so the forward pass does not keep
-    # them alive until the reverse pass
-    read = set(_NAME.findall("\n".join(block.lines[1:])))
-    atoms = [(a, p) for a, p in list(of_atom.items()) + list(inner.outer_used.items())
-             if p in read]
-    block.lines[0] = f"def {name}({', '.join([p for _a, p in atoms] + [d, cells, base, n])}):"
+    # forward values it reads (tanh x of tanh's derivative) are parameters too
+    atoms = captures_read(block, list(of_atom.items()) + list(inner.outer_used.items()),
+                          [d, cells, base, n])
     b.pending.append(block)
-    return name, [a for a, _p in atoms], tuple(sorted(set(inner.masked)))
+    return name, atoms, tuple(sorted(set(inner.masked)))
+
+
+def captures_read(block, captured: list, rest: list) -> list:
+    """The atoms of the captured (atom, parameter) pairs that the body of the
+    batched backpropagator `block` reads, in order; its `def` line rewritten to
+    take their parameters, then `rest`. A value the body never reads (w * x
+    where the derivative reads tanh (w * x); an inner loop's block of
+    products) is not captured: the forward pass would keep it alive until the
+    reverse pass."""
+    read = set(_NAME.findall("\n".join(block.lines[1:])))
+    kept = [(a, p) for a, p in captured if p in read]
+    head = block.lines[0]
+    block.lines[0] = f"{head[:head.index('(')]}({', '.join([p for _a, p in kept] + rest)}):"
+    return [a for a, _p in kept]
 
 
 @contextmanager
