@@ -24,7 +24,7 @@ from chad.compile.vectorise import (
     BVal, Batcher, NotBatchable, _real_literal, abandon, back_function_tree,
     elem_kind, nesting, per_element_code, vectorise_loop,
 )
-from chad.compile.vector_support import loop_size
+from chad.compile.vector_support import loop_size, row_length
 from chad.linear import LR
 from chad.terms import Build, Fold, Index, Lam, Length, Let, MapA, Pair
 from chad.types import ArrayT, Real
@@ -33,7 +33,7 @@ from .bag import BEMPTY, BArray, as_bag, collect, dense_real, scatter, zeros
 from .evaluate import bfill, gather
 from .folds import reducer
 from .nested import forward_pairs_nested
-from .nested_support import row_length, vdense_bags, vgather_numbers, vgather_reals, vtake2c
+from .nested_support import vdense_bags, vgather_numbers, vgather_reals, vtake2c
 from .nodes import (
     Collect, FoldTree, ScatterBag, SequenceScoped, UnTree, Unzip, UnzipMap, Zeros,
 )
@@ -173,6 +173,13 @@ def batch_index(b: Batcher, t: Index) -> BVal:
             and i.axis == a.axis and a.size == b.sizes[i.axis] and isinstance(a.inner, BVal) \
             and a.inner.kind == "num":
         return a.inner  # (build n (j. e)) ! j, j the loop over the same n: e
+    elif isinstance(a, BVal) and a.kind == "arr" and isinstance(i, BVal) and i.kind == "idx" \
+            and i.axis > a.axis and a.size == b.sizes[i.axis] and isinstance(a.inner, BVal) \
+            and a.inner.kind == "num" and i.axis not in a.inner.dims:
+        # (build n (j. e)) ! k, k a deeper loop over the same n (a layer's
+        # output read by the next layer's inner loop): e along k's axis
+        x = gen.atom(f"_np.swapaxes({b.numbers(a.inner)}, {a.axis!r}, {i.axis!r})")
+        return BVal("num", x, (a.inner.dims - {a.axis}) | {i.axis}, elem=a.inner.elem)
     elif isinstance(a, BVal) and a.kind in ("rows", "elem") and isinstance(i, BVal) \
             and i.kind == "idx" and i.axis != a.axis:
         if a.inner is not None:  # the rows gathered at the columns a.inner
@@ -315,8 +322,10 @@ def batch_length(b: Batcher, t) -> str:
     a = b.value(t.expr)
     if isinstance(a, BVal) and a.kind == "arr":
         return a.size
-    if b.closures and isinstance(a, BVal) and a.kind in ("rows", "elem") and a.inner is None:
-        # the rows' common length, in a nested forward pass (ragged: its guard fails)
+    if isinstance(a, BVal) and (a.kind == "rows" or b.closures and a.kind == "elem") \
+            and a.inner is None:
+        # the rows' common length (ragged: the region's guard fails)
+        b.guarded = True
         return b.gen.atom(f"{b.gen.const(row_length, 'B')}({a.src}, {b.sizes[a.axis]})")
     raise NotBatchable("length of a batched value")
 

@@ -420,18 +420,6 @@ def flat(x, n: int):
     return np.broadcast_to(x.reshape(-1)[:1] if x.size == 1 else x, (n,))
 
 
-def row_length(rows_, n: int) -> int:
-    """The common length of the first n rows (a map over each row in a nested
-    forward pass); ragged rows fail the region's guard (vector_support.Fallback)."""
-    if not n:
-        return 0
-    m = len(rows_[0])
-    for i in range(1, n):
-        if len(rows_[i]) != m:
-            raise Fallback("ragged rows")
-    return m
-
-
 def vtake2c(rows_, n: int, axis: int, cols, m: int, axis2: int, rank: int, live: int = 1):
     """`(gather (rows ! i) cols) ! j` for i < n at `axis` and j < m at `axis2`:
     the rows' elements at cols[:m], as one block (an IndexError where the

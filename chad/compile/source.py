@@ -73,14 +73,23 @@ def _candidates(body, calls: dict | None, rows: bool) -> bool:
 
 
 def small_defs(defs) -> dict:
-    """The defs whose calls the primal path inlines: no call in the body, a
-    body of at most SMALL_DEF nodes."""
+    """The defs whose calls the primal path inlines: a body calling only small
+    defs before it in the program (inlined there in turn), of at most
+    SMALL_DEF nodes with theirs (a callee's counted at each of its calls)."""
     out = {}
+    sizes = {}
     for d in defs:
-        if any(type(n) is Call for n in subterms(d.body)):
-            continue
-        if _size(d.body) <= SMALL_DEF:
-            out[d.name] = d
+        size = 0
+        for n in subterms(d.body):
+            size += 1
+            if type(n) is Call:
+                if n.name not in out:
+                    break
+                size += sizes[n.name]
+        else:
+            if size <= SMALL_DEF:
+                out[d.name] = d
+                sizes[d.name] = size
     return out
 
 

@@ -325,10 +325,12 @@ def vsum(x, n: int, axis: int, rank: int, live: int = 1):
         if x.ndim > 1 and not _sums_pairwise(x, axis):
             y = np.ascontiguousarray(np.moveaxis(x, axis, -1))
             return np.moveaxis(np.add.reduce(y, axis=-1, keepdims=True), -1, axis)
-        if axis == x.ndim - 1:  # short rows: numpy's additions in one C loop
-            out = row_sums(x)
+        tail = x.ndim - 1 - axis  # axes after it (of size 1: rows of a C-ordered x)
+        if tail == 0 or x.flags.c_contiguous and all(d == 1 for d in x.shape[axis + 1:]):
+            # short rows: numpy's additions in one C loop
+            out = row_sums(x.reshape(x.shape[:axis + 1]) if tail else x)
             if out is not None:
-                return out
+                return out.reshape(out.shape + (1,) * tail) if tail else out
         # np.sum's own reduce, without its wrapper
         return np.add.reduce(x, axis=axis, keepdims=True)
 
@@ -344,7 +346,38 @@ def vsumprod(a, b, n: int, axis: int, rank: int, live: int = 1):
         out = row_dots(a, b, loop_size(n, live))
         if out is not None:
             return out
+    elif rank > 2 and axis == 2:
+        out = _sliced_dots(a, b, loop_size(n, live), rank)
+        if out is not None:
+            return out
     return vsum(a * b, n, axis, rank, live)
+
+
+SLICED_DOTS = 1 << 20  # products above which a region of rank 3 or more sums them by slices
+
+
+def _sliced_dots(a, b, m: int, rank: int):
+    """vsumprod over axis 2 of a region of rank >= 3 (a layer of a network
+    applied to each input of a batch) whose block of products would hold more
+    than SLICED_DOTS reals: row_dots of one slice along axis 0 at a time
+    (the same sums), so that the block is never made; else None."""
+    if not (type(a) is np.ndarray and type(b) is np.ndarray and a.ndim == rank == b.ndim
+            and all(d == 1 for d in a.shape[3:]) and all(d == 1 for d in b.shape[3:])):
+        return None
+    try:
+        shape = np.broadcast_shapes(a.shape[:2], b.shape[:2])
+    except ValueError:  # (the product's own error, below)
+        return None
+    if shape[0] * shape[1] * m <= SLICED_DOTS:
+        return None
+    a3, b3 = a.reshape(a.shape[:3]), b.reshape(b.shape[:3])
+    out = np.empty(shape + (1,) * (rank - 2))
+    for k in range(shape[0]):
+        rows = row_dots(a3[k if len(a3) > 1 else 0], b3[k if len(b3) > 1 else 0], m)
+        if rows is None:
+            return None
+        out[k] = np.broadcast_to(rows.reshape(rows.shape + (1,) * (rank - 3)), out.shape[1:])
+    return out
 
 
 def _sums_pairwise(x, axis: int) -> bool:
@@ -724,6 +757,18 @@ def _one_by_one(fns: VecBack, ctgs, inits: tuple, keep: tuple, cells: list):
 class Fallback(Exception):
     """A guard of a nested forward pass failed: the per-element code runs
     instead (nothing the region computed is kept)."""
+
+
+def row_length(rows_, n: int) -> int:
+    """The common length of the first n rows (`length (m ! i)`, a sum or a map
+    over each row, batched); ragged rows fail the region's guard (Fallback)."""
+    if not n:
+        return 0
+    m = len(rows_[0])
+    for i in range(1, n):
+        if len(rows_[i]) != m:
+            raise Fallback("ragged rows")
+    return m
 
 
 FELL_BACK = [0]  # how many nested forward passes ran their per-element code (for tests)

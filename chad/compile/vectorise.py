@@ -64,6 +64,7 @@ from chad.types import Int, Real
 
 from . import clamps
 from .failing import TOTAL, safe  # vectorised regions hoist only what cannot fail
+from .vector_support import row_length
 
 # comparisons (on R and on Z): a batched Bool, a numpy bool array (True: inl,
 # the language's true)
@@ -79,6 +80,11 @@ assert frozenset(_COMPARE) | frozenset(_LOGIC) <= TOTAL
 
 class NotBatchable(Exception):
     """The term cannot be vectorised (the message says why, for `chad compile`)."""
+
+
+class TooShallow(NotBatchable):
+    """A loop deeper than the region's rank (vectorise_loop tries once more
+    with a rank one higher)."""
 
 
 class BVal:
@@ -198,7 +204,7 @@ class Batcher:
         """A new innermost loop of `size` elements: its axis."""
         axis = len(self.sizes)
         if axis >= self.rank:
-            raise NotBatchable("loops nested deeper than the region's rank")
+            raise TooShallow("loops nested deeper than the region's rank")
         self.sizes.append(size)
         return axis
 
@@ -298,6 +304,22 @@ class Batcher:
         if len(self.sizes) < 2:
             return ""
         return ", " + self.gen.atom(" * ".join(self.sizes))
+
+    def row_array(self, a: BVal) -> BVal:
+        """A "rows" value `m ! i` as the array of its elements: a new loop over
+        the rows' common length (ragged rows fail the region's guard), each
+        element read by it."""
+        n = self.sizes[a.axis]
+        m = self.gen.atom(f"{self.gen.const(row_length, 'B')}({a.src}, {n})")
+        self.guarded = True
+        axis = self.open_loop(m)
+        try:
+            x = self.gen.atom(f"_vtake2({a.src}, {n}, {a.axis!r}, {m}, {axis!r}, "
+                              f"{self.rank!r}{self.live()})")
+        finally:
+            self.close_loop()
+        return BVal("arr", dims=a.dims, axis=axis, elem=a.elem, size=m,
+                    inner=BVal("num", x, {a.axis, axis}, elem=a.elem))
 
     def index(self, axis: int) -> str:
         """The loop variable at `axis` as a rank-D Array Z (made once per loop)."""
@@ -444,11 +466,16 @@ class Batcher:
         if op in _COMPARE or op in _LOGIC or op in _INTS:
             return self._discrete(t)
         if op == "SUM":
+            # (the elements of the loops around the sum, counted first: the
+            # summed products' statement then comes right before the sum's,
+            # which registers._sum_products makes one)
+            live = f", {self.gen.atom(' * '.join(self.sizes))}" if self.sizes else ""
             a = self.value(t.arg)
+            if isinstance(a, BVal) and a.kind == "rows" and a.inner is None:
+                a = self.row_array(a)
             if not (isinstance(a, BVal) and a.kind == "arr"):
                 raise NotBatchable("sum of an array not built in the loop")
             x = self.numbers(a.inner) if isinstance(a.inner, BVal) else a.inner
-            live = f", {self.gen.atom(' * '.join(self.sizes))}" if self.sizes else ""
             expr = self.gen.atom(f"_vsum({x}, {a.size}, {a.axis!r}, {self.rank!r}{live})")
             return BVal("num", expr, a.dims, fresh=True)
         p = PRIMITIVES.get(op)
@@ -522,19 +549,54 @@ def vectorise_loop(gen, t, make) -> str | None:
     block = gen.block
     mark, indent, pmark = len(block.lines), gen.indent, len(gen.proj_log)
     env = dict(gen.env)
-    b = Batcher(gen, max(1, nesting(t)))
-    gen.emit("with _quiet():")
-    gen.indent += 1
-    try:
-        arr = make(b)
-        out = materialise(b, arr, t)
-    except NotBatchable as why:
-        abandon(gen, block, mark, indent, pmark, env, label, why)
-        return None
+    rank = max(1, nesting(t))
+    while True:
+        b = Batcher(gen, rank)
+        gen.emit("with _quiet():")
+        gen.indent += 1
+        try:
+            arr = make(b)
+            out = materialise(b, arr, t)
+        except TooShallow as why:
+            if rank > nesting(t):
+                abandon(gen, block, mark, indent, pmark, env, label, why)
+                return None
+            # a loop the syntax does not show (a sum of a row: Batcher.row_array)
+            undo(gen, block, mark, indent, pmark, env)
+            rank += 1
+            continue
+        except NotBatchable as why:
+            abandon(gen, block, mark, indent, pmark, env, label, why)
+            return None
+        break
     gen.indent = indent
-    block.lines.insert(mark, "    " * indent + f"# {label}: vectorised")
+    if b.guarded:
+        _guard(gen, block, mark, pmark, t, out, label)
+    else:
+        block.lines.insert(mark, "    " * indent + f"# {label}: vectorised")
     gen.blocks.extend(b.pending)
     return out
+
+
+def _guard(gen, block, mark: int, pmark: int, t, out: str, label: str) -> None:
+    """Make the region emitted after `mark` (whose result is `out`) a guarded
+    one: on a failed guard (the rows a loop reads are ragged) or any error, the
+    per-element code of t runs instead and gives the result, or the evaluator's
+    error. Projections the region recorded are forgotten (it may not have run
+    to its end)."""
+    region = block.lines[mark:]
+    del block.lines[mark:]
+    for key in gen.proj_log[pmark:]:
+        gen.proj.pop(key, None)
+    del gen.proj_log[pmark:]
+    lazy = per_element_code(gen, t)
+    pad = "    " * gen.indent
+    block.lines.append(f"{pad}# {label}: vectorised (guarded: rows of one length)")
+    block.lines.append(f"{pad}try:")
+    block.lines.extend("    " + line for line in region)
+    gen.emit("except Exception:")  # a guard, or an error the per-element code reports
+    gen.emit("    _vfell()")
+    gen.emit(f"    {out} = {lazy}()")
 
 
 _LABELS = {"MapA": "map"}
@@ -542,9 +604,16 @@ _LABELS = {"MapA": "map"}
 
 def abandon(gen, block, mark: int, indent: int, pmark: int, env: dict, label: str,
             why: NotBatchable) -> None:
+    """Undo a batching attempt (`undo`) and say in a comment why the node runs
+    as a per-element loop."""
+    undo(gen, block, mark, indent, pmark, env)
+    gen.emit(f"# {label}: per-element loop ({_comment(str(why))})")
+
+
+def undo(gen, block, mark: int, indent: int, pmark: int, env: dict) -> None:
     """Undo a batching attempt: drop the lines it emitted after `mark` and the
     projections it recorded after `pmark`, restore the indentation and the
-    environment, and say in a comment why the node runs as a per-element loop."""
+    environment."""
     del block.lines[mark:]
     gen.indent = indent
     for key in gen.proj_log[pmark:]:
@@ -552,7 +621,6 @@ def abandon(gen, block, mark: int, indent: int, pmark: int, env: dict, label: st
     del gen.proj_log[pmark:]
     gen.env.clear()
     gen.env.update(env)
-    gen.emit(f"# {label}: per-element loop ({_comment(str(why))})")
 
 
 def _comment(text: str) -> str:
