@@ -447,3 +447,24 @@ def test_hessian_usage_errors():
         hessian("def f(x : R) : R = x", None, 2)
     with pytest.raises(UsageError, match="supports R and Array R"):
         hessian("def f(n : Z, x : R) : R = x", None, 0)(1, 2.0)
+
+
+# a case whose two branches both make the right injection of a literal: its
+# left branch never runs, but the simplified tangent there projects a literal
+DEAD_BRANCH = [
+    "def f(x : R) : R = let s = if x > 0.0 then (inr 2.0 : R * R + R) else "
+    "(inr 0.5 : R * R + R) in case s of { inl p -> fst p * x | inr y -> y * x }",
+    "def f(x : R) : R = let s = if x > 0.0 then (inr 2.0 : R * R + R) else "
+    "(inr 0.5 : R * R + R) in case s of { inl p -> snd p | inr y -> y }",
+]
+
+
+@pytest.mark.parametrize("text", DEAD_BRANCH)
+@pytest.mark.filterwarnings("error::SyntaxWarning")
+@pytest.mark.parametrize("x", [1.5, -2.0])
+def test_a_projected_literal_in_a_dead_branch_compiles(text, x):
+    """The generated code never subscripts a literal (`0.0[0]`, `None[1]`:
+    Python's SyntaxWarning, an internal compiler error under -W error)."""
+    want = jvp(text, None, [x], [1.0], backend="interp")
+    assert jvp(text, None, [x], [1.0]) == want
+    assert chad.grad(text)(x) == chad.grad(text, backend="interp")(x)

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import functools
 import math
+import operator
 import re
 
 from chad import tables
@@ -55,6 +56,9 @@ from chad.values import FALSE, TRUE, Inj, cells_to_env_tuple, env_tuple_to_cells
 from . import parallel_codegen, parallel_support, support, vector_support
 from . import kernels
 from .registers import reuse_locals
+
+# an expression the compiler sees as a literal (None, a number, a negative in parentheses)
+_LITERAL = re.compile(r"None$|True$|False$|[0-9(]")
 
 _ATOM = re.compile(r"^(?:[A-Za-z_][A-Za-z0-9_]*|-?[0-9][0-9.e+-]*)$")
 _EVM_NODES = (PureEVM, BindEVM, ThenEVM, AddEVM, ScopeEVM)
@@ -527,7 +531,13 @@ class Gen:
         name = self.proj.get(key)
         if name is None:
             name = self.fresh("v")
-            self.emit(f"{name} = {x}[{i}]")
+            if _LITERAL.match(x):
+                # a literal (a zero's None, a real) projected in a branch that
+                # never runs (a case on a known injection): operator.getitem
+                # fails as `x[i]` would, without the compiler's SyntaxWarning
+                self.emit(f"{name} = {self.const(operator.getitem, 'B')}({x}, {i})")
+            else:
+                self.emit(f"{name} = {x}[{i}]")
             self.proj[key] = name
             self.proj_log.append(key)
         return name

@@ -22,7 +22,9 @@ from chad.primitives import _toreal
 from . import shifts
 from .ieee import quiet
 from .kernels import fuse, running, select, select_ints
-from .known import NO_NEG_ZERO, ONE_HOT, clear_of_negative_zero, iota, matrix_of
+from .known import (
+    NO_NEG_ZERO, ONE_HOT, MatrixRows, clear_of_negative_zero, iota, matrix_of,
+)
 from .order import row_dots, row_sums
 
 
@@ -764,6 +766,10 @@ def row_length(rows_, n: int) -> int:
     over each row, batched); ragged rows fail the region's guard (Fallback)."""
     if not n:
         return 0
+    if type(rows_) is MatrixRows:  # (rows of one matrix: its width, without reading them)
+        shape = rows_.shape()
+        if shape is not None and n <= shape[0]:
+            return shape[1]
     m = len(rows_[0])
     for i in range(1, n):
         if len(rows_[i]) != m:
