@@ -151,12 +151,13 @@ def test_a_transposed_matrix_vector_product_is_the_interpreters(n, evm):
     assert [_bits(r) for r in got[1][0]] == [_bits(r) for r in want[1][0]]
 
 
-@pytest.mark.parametrize("width", range(1, 9))
+@pytest.mark.parametrize("width", [*range(1, 12), 16, 17, 64, 127, 128, 129, 300])
 def test_row_sums_are_numpys_reduce_of_each_row(width, monkeypatch):
     """Rows of 1 to 7: the C loop from +0.0 (numpy's own additions, as its
-    probe found); rows of 8 or more, and without the C loop: None (numpy's
-    reduce runs). Cancelling magnitudes, signed zeros, infinities, NaN; rank
-    2 and 3."""
+    probe found); rows of 8 to 128: kernels.dots with a row of ones (numpy's
+    eight running sums); longer rows, and without the C loop: None (numpy's
+    reduce runs). Cancelling magnitudes, signed zeros, infinities; rank 2
+    and 3."""
     from chad.compile import kernels
     rng = np.random.default_rng(width)
     for shape in ((500, width), (3, 40, width), (1, width)):
@@ -166,7 +167,7 @@ def test_row_sums_are_numpys_reduce_of_each_row(width, monkeypatch):
         x.reshape(-1, width)[::9, 0] = 1e17
         x.reshape(-1, width)[::9, -1] = -1e17
         got = order.row_sums(x)
-        if width > order.ROW_SUM_MAX or not kernels.native():
+        if width > order.ROW_DOTS_MAX or not kernels.native():
             assert got is None
             continue
         want = np.add.reduce(x, axis=-1, keepdims=True)
@@ -175,6 +176,8 @@ def test_row_sums_are_numpys_reduce_of_each_row(width, monkeypatch):
             assert order.row_sums(x[..., ::-1]) is None
     monkeypatch.setattr(order, "_ROWS_CHECKED", [False])  # numpy summing otherwise
     assert order.row_sums(np.ones((4, 3))) is None
+    monkeypatch.setattr(order, "_DOTS_CHECKED", [False])
+    assert order.row_sums(np.ones((4, 9))) is None
 
 
 def test_the_rows_probe_finds_numpys_order():
