@@ -103,7 +103,9 @@ def test_a_def_over_the_size_bound_with_its_callees_is_not_small(monkeypatch):
 
 def test_the_mlp_batch_primal_is_vectorised_through_three_loops():
     comments = _comments(_primal_source(MLP))
-    assert comments == ["# build: vectorised (guarded: rows of one length)"], comments
+    # the batch's loop (its fallback's loop over the batch, each input's layers batched)
+    assert comments[0] == "# build: vectorised (guarded: rows of one length)", comments
+    assert not any("per-element" in c for c in comments), comments
 
 
 @pytest.mark.parametrize("batch", [0, 1, 2, 7, 64])
@@ -134,8 +136,8 @@ def test_an_out_of_range_read_is_the_interpreters_error():
 def test_row_sums_and_lengths(rows):
     x = np.random.default_rng(sum(rows)).normal(size=rows) * 1e3
     for text in (ROW_SUMS, ROW_LENGTHS):
-        assert _comments(_primal_source(text)) == [
-            "# build: vectorised (guarded: rows of one length)"]
+        assert _comments(_primal_source(text))[0] == \
+            "# build: vectorised (guarded: rows of one length)"
         _same(text, [x])
         _same(text, [[r for r in x]])  # a list of rows
 
@@ -256,3 +258,41 @@ def test_the_mlp_batch_summed_by_slices(monkeypatch):
     before = vector_support.FELL_BACK[0]
     _same(MLP, _mlp_args(np.random.default_rng(21), 9), exact=False)
     assert vector_support.FELL_BACK[0] == before
+
+
+# ------------------------------------------------------------------ three loops, no rows
+
+DEEP = ("def d(w : Array (Array R), a : Array R, k : Z) : Array R = "
+        "build k (\\t -> sum (build (length w) (\\i -> "
+        "sum (build (length a) (\\j -> tanh (w ! i ! j * a ! j + toreal t))))))")
+
+
+def test_three_loops_deep_are_guarded_without_rows():
+    assert _comments(_primal_source(DEEP))[0] == "# build: vectorised (guarded: loops three deep)"
+    rng = np.random.default_rng(30)
+    before = vector_support.FELL_BACK[0]
+    _same(DEEP, [rng.normal(size=(4, 3)), rng.normal(size=3), 5], exact=False)
+    assert vector_support.FELL_BACK[0] == before
+
+
+def test_a_memory_error_three_loops_deep_runs_the_per_element_code(monkeypatch):
+    """A temporary of all three loops' elements that does not fit: the
+    per-element code (one outer element's loops at a time), as before the
+    loops were batched together."""
+    real = vector_support.HELPERS["_vsum"]
+
+    def no_memory(x, n, axis, rank, *rest):
+        if rank >= 3:  # (the sums of the fallback's own regions, of two loops, run)
+            raise MemoryError("a block of every loop's elements")
+        return real(x, n, axis, rank, *rest)
+
+    text = DEEP.replace("toreal t", "toreal t * 0.5")  # (a program not compiled yet)
+    monkeypatch.setitem(vector_support.HELPERS, "_vsum", no_memory)
+    rng = np.random.default_rng(31)
+    before = vector_support.FELL_BACK[0]
+    _same(text, [rng.normal(size=(4, 3)), rng.normal(size=3), 5], exact=False)
+    assert vector_support.FELL_BACK[0] == before + 1
+    # the fallback runs the outer loop element by element, its body's loops batched
+    src = _primal_source(text)
+    assert _comments(src)[:2] == ["# build: vectorised (guarded: loops three deep)",
+                                  "# build: vectorised"], _comments(src)

@@ -202,6 +202,7 @@ class Gen:
         self.real_arrays: set[str] = set()
         self.then_seen: set = set()  # `>>` nodes parallel_codegen has looked at
         self.vectorise = vectorise  # array nodes as numpy code where batchable
+        self.rule_only: set[int] = set()  # ids of array nodes compiled by their rule here
         self.prepare = prepare or (lambda t: t)
         self.ns: dict = {
             "_math": math, "_sin": _sin, "_cos": _cos, "_abs": abs, "_TRUE": TRUE,
@@ -779,7 +780,8 @@ class Gen:
 
     # ------------------------------------------------------------ extensions
     def _extension(self, t) -> str:
-        vec = tables.VECTORISE.get(type(t)) if self.vectorise else None
+        vec = tables.VECTORISE.get(type(t)) \
+            if self.vectorise and id(t) not in self.rule_only else None
         if vec is not None:
             out = vec(self, t)  # numpy code (chad/compile/vectorise.py), or None
             if out is not None:

@@ -166,6 +166,7 @@ class Batcher:
         self.gen = gen
         self.rank = rank
         self.sizes: list[str] = []
+        self.deepest = 0  # the most loops open at once so far
         self.bound: dict[str, BVal] = {}
         self._index: dict[int, str] = {}
         self._cse: dict[str, str] = {}  # a batched primitive's expression -> its atom
@@ -206,6 +207,7 @@ class Batcher:
         if axis >= self.rank:
             raise TooShallow("loops nested deeper than the region's rank")
         self.sizes.append(size)
+        self.deepest = max(self.deepest, len(self.sizes))
         return axis
 
     def close_loop(self) -> None:
@@ -570,28 +572,38 @@ def vectorise_loop(gen, t, make) -> str | None:
             return None
         break
     gen.indent = indent
-    if b.guarded:
-        _guard(gen, block, mark, pmark, t, out, label)
+    if b.guarded or b.deepest >= 3:
+        # (three loops deep, a temporary of the region may be as large as all
+        # the loops' elements together: on a MemoryError, or any error, the
+        # per-element code runs instead, one outer element's loops at a time)
+        why = "rows of one length" if b.guarded else "loops three deep"
+        _guard(gen, block, mark, pmark, t, out, f"{label}: vectorised (guarded: {why})")
     else:
         block.lines.insert(mark, "    " * indent + f"# {label}: vectorised")
     gen.blocks.extend(b.pending)
     return out
 
 
-def _guard(gen, block, mark: int, pmark: int, t, out: str, label: str) -> None:
+def _guard(gen, block, mark: int, pmark: int, t, out: str, comment: str) -> None:
     """Make the region emitted after `mark` (whose result is `out`) a guarded
-    one: on a failed guard (the rows a loop reads are ragged) or any error, the
-    per-element code of t runs instead and gives the result, or the evaluator's
-    error. Projections the region recorded are forgotten (it may not have run
-    to its end)."""
+    one, headed by `comment`: on a failed guard (the rows a loop reads are
+    ragged) or any error, t runs by its evaluation rule instead, element by
+    element, the loops in its body batched as they would be alone (each
+    element's layers, as before the loops were batched together), and gives
+    the result, or the evaluator's error. Projections the region recorded are
+    forgotten (it may not have run to its end)."""
     region = block.lines[mark:]
     del block.lines[mark:]
     for key in gen.proj_log[pmark:]:
         gen.proj.pop(key, None)
     del gen.proj_log[pmark:]
-    lazy = per_element_code(gen, t)
+    gen.rule_only.add(id(t))  # t's own loop per element, the loops in its body batched
+    try:
+        lazy = gen.local_def([], t, "f")
+    finally:
+        gen.rule_only.discard(id(t))
     pad = "    " * gen.indent
-    block.lines.append(f"{pad}# {label}: vectorised (guarded: rows of one length)")
+    block.lines.append(f"{pad}# {comment}")
     block.lines.append(f"{pad}try:")
     block.lines.extend("    " + line for line in region)
     gen.emit("except Exception:")  # a guard, or an error the per-element code reports
