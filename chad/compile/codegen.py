@@ -203,6 +203,7 @@ class Gen:
         self.then_seen: set = set()  # `>>` nodes parallel_codegen has looked at
         self.vectorise = vectorise  # array nodes as numpy code where batchable
         self.rule_only: set[int] = set()  # ids of array nodes compiled by their rule here
+        self.explain = True  # say why an array node runs element by element (a comment)
         self.prepare = prepare or (lambda t: t)
         self.ns: dict = {
             "_math": math, "_sin": _sin, "_cos": _cos, "_abs": abs, "_TRUE": TRUE,

@@ -597,11 +597,16 @@ def _guard(gen, block, mark: int, pmark: int, t, out: str, comment: str) -> None
     for key in gen.proj_log[pmark:]:
         gen.proj.pop(key, None)
     del gen.proj_log[pmark:]
-    gen.rule_only.add(id(t))  # t's own loop per element, the loops in its body batched
+    # t's own loop per element, the loops in its body batched where they can
+    # be (the fallback's own choices unexplained: `chad compile` shows the
+    # region's)
+    gen.rule_only.add(id(t))
+    explain, gen.explain = gen.explain, False
     try:
         lazy = gen.local_def([], t, "f")
     finally:
         gen.rule_only.discard(id(t))
+        gen.explain = explain
     pad = "    " * gen.indent
     block.lines.append(f"{pad}# {comment}")
     block.lines.append(f"{pad}try:")
@@ -619,7 +624,8 @@ def abandon(gen, block, mark: int, indent: int, pmark: int, env: dict, label: st
     """Undo a batching attempt (`undo`) and say in a comment why the node runs
     as a per-element loop."""
     undo(gen, block, mark, indent, pmark, env)
-    gen.emit(f"# {label}: per-element loop ({_comment(str(why))})")
+    if gen.explain:
+        gen.emit(f"# {label}: per-element loop ({_comment(str(why))})")
 
 
 def undo(gen, block, mark: int, indent: int, pmark: int, env: dict) -> None:
