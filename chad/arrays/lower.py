@@ -24,7 +24,7 @@ from chad.compile.vectorise import (
     BVal, Batcher, NotBatchable, _real_literal, abandon, back_function_tree,
     elem_kind, nesting, per_element_code, vectorise_loop,
 )
-from chad.compile.vector_support import loop_size, row_length
+from chad.compile.vector_support import loop_size
 from chad.linear import LR
 from chad.terms import Build, Fold, Index, Lam, Length, Let, MapA, Pair
 from chad.types import ArrayT, Real
@@ -279,7 +279,7 @@ def batch_unzip_map(b: Batcher, t: UnzipMap) -> BVal:
         raise NotBatchable("a map over an array other than a row")
     gen = b.gen
     n = b.sizes[a.axis]
-    size = gen.atom(f"{gen.const(row_length, 'B')}({a.src}, {n})")
+    size = b.row_length(a)
 
     def var(axis):
         x = gen.atom(f"_vtake2({a.src}, {n}, {a.axis!r}, {size}, {axis!r}, {b.rank!r}{b.live()})")
@@ -324,9 +324,7 @@ def batch_length(b: Batcher, t) -> str:
         return a.size
     if isinstance(a, BVal) and (a.kind == "rows" or b.closures and a.kind == "elem") \
             and a.inner is None:
-        # the rows' common length (ragged: the region's guard fails)
-        b.guarded = True
-        return b.gen.atom(f"{b.gen.const(row_length, 'B')}({a.src}, {b.sizes[a.axis]})")
+        return b.row_length(a)  # (ragged: the region's guard fails)
     raise NotBatchable("length of a batched value")
 
 

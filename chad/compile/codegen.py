@@ -57,8 +57,8 @@ from . import parallel_codegen, parallel_support, support, vector_support
 from . import kernels
 from .registers import reuse_locals
 
-# an expression the compiler sees as a literal (None, a number, a negative in parentheses)
-_LITERAL = re.compile(r"None$|True$|False$|[0-9(]")
+# an atom that is a literal (`atom`: None, a number, a negative one in parentheses)
+_LITERAL = re.compile(r"None$|[0-9(]")
 
 _ATOM = re.compile(r"^(?:[A-Za-z_][A-Za-z0-9_]*|-?[0-9][0-9.e+-]*)$")
 _EVM_NODES = (PureEVM, BindEVM, ThenEVM, AddEVM, ScopeEVM)

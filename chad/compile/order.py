@@ -35,9 +35,8 @@ the orders to differ (`_rows_probe`); numpy's reduce runs if it ever differs.
 Rows of 8 to 128 (a layer's sum over its inputs in a batch: 1280 rows of 10,
 where numpy's reduce spends most of its time starting rows) are numpy's
 eight running sums, which `kernels.dots` makes for a row of products: a row
-times a row of ones is the row, so its sums are numpy's (`_dots_probe`); at
-rows of 10 it takes about a third of numpy's time. Longer rows: numpy's
-reduce.
+times a row of ones is the row, so its sums are numpy's (`_dots_probe`):
+20 against numpy's 33 µs at 1280 rows of 10. Longer rows: numpy's reduce.
 """
 
 from __future__ import annotations

@@ -307,13 +307,17 @@ class Batcher:
             return ""
         return ", " + self.gen.atom(" * ".join(self.sizes))
 
+    def row_length(self, a: BVal) -> str:
+        """The common length of the rows of a "rows" value `m ! i` (ragged rows
+        fail the region's guard, which this makes the region need)."""
+        self.guarded = True
+        return self.gen.atom(f"{self.gen.const(row_length, 'B')}({a.src}, {self.sizes[a.axis]})")
+
     def row_array(self, a: BVal) -> BVal:
         """A "rows" value `m ! i` as the array of its elements: a new loop over
-        the rows' common length (ragged rows fail the region's guard), each
-        element read by it."""
+        the rows' common length, each element read by it."""
         n = self.sizes[a.axis]
-        m = self.gen.atom(f"{self.gen.const(row_length, 'B')}({a.src}, {n})")
-        self.guarded = True
+        m = self.row_length(a)
         axis = self.open_loop(m)
         try:
             x = self.gen.atom(f"_vtake2({a.src}, {n}, {a.axis!r}, {m}, {axis!r}, "
@@ -594,9 +598,7 @@ def _guard(gen, block, mark: int, pmark: int, t, out: str, comment: str) -> None
     forgotten (it may not have run to its end)."""
     region = block.lines[mark:]
     del block.lines[mark:]
-    for key in gen.proj_log[pmark:]:
-        gen.proj.pop(key, None)
-    del gen.proj_log[pmark:]
+    _forget_projections(gen, pmark)
     # t's own loop per element, the loops in its body batched where they can
     # be (the fallback's own choices unexplained: `chad compile` shows the
     # region's)
@@ -634,11 +636,16 @@ def undo(gen, block, mark: int, indent: int, pmark: int, env: dict) -> None:
     environment."""
     del block.lines[mark:]
     gen.indent = indent
+    _forget_projections(gen, pmark)
+    gen.env.clear()
+    gen.env.update(env)
+
+
+def _forget_projections(gen, pmark: int) -> None:
+    """Forget the projections recorded after `pmark` (code that may not run)."""
     for key in gen.proj_log[pmark:]:
         gen.proj.pop(key, None)
     del gen.proj_log[pmark:]
-    gen.env.clear()
-    gen.env.update(env)
 
 
 def _comment(text: str) -> str:
