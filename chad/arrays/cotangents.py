@@ -87,11 +87,13 @@ def _rows_at_once(ty: ArrayT, primal, ct, n: int):
         mats = [_matrix_of(b, n) for b, _nodes in leaves(ct) if b is not BEMPTY]
     else:
         return None
-    if not mats or any(m is None for m in mats):
+    if not mats or mats[0] is None:
         return None
     shape = mats[0].shape
-    if any(m.shape != shape for m in mats):
-        return None
+    for m in mats:
+        if m is None or m.shape != shape:
+            return None
+    del m  # (no reference of its own: the matrix's count is read below)
     if not (type(primal) is MatrixRows and primal.shape() == shape):
         for row in primal:
             if len(row) != shape[1]:

@@ -192,7 +192,9 @@ def back_function_nested(b: Batcher, lam: Lam):
                 gen.env[x] = v
 
         def body() -> None:
-            col = gen.atom(f"_np.reshape({d}, ({n},) + (1,) * {b.rank - 1!r})")
+            # (d: the outer elements' cotangents, an array: VecBack.run keeps a
+            # nested pass's; its method, without np.reshape's dispatch)
+            col = gen.atom(f"{d}.reshape(({n},{' 1,' * (b.rank - 1)}))")
             ex.bound[lam.name] = BVal("num", col, {0}, elem="R")
             gen.emit(f"{gen.const(bag_cells, 'B')}({cells}, {run}.base)")
             ex.run(lam.body)

@@ -190,6 +190,14 @@ def shared_adds(cells: list, level: int, items: list, n: int) -> None:
     interleaved in that order."""
     if not n:  # no outer element: no add
         return
+    if type(cells) is list and len(items) == 1:  # (the two cases below, for one add)
+        kind, x, idx = items[0]
+        if kind == "ones":
+            cells[level] = padd(ones_bag(idx, x), cells[level])
+            return
+        if kind == "rows" and (idx is None or is_iota(idx)) and x.ndim == 2 and x.shape[0] == n:
+            cells[level] = padd(BRows(x), cells[level])
+            return
     if type(cells) is list and all(kind == "ones" for kind, _x, _idx in items):
         # one-hot adds of every element's inner elements: element 0's items in
         # order, then element 1's, ...: one chain, one BArray
@@ -482,14 +490,18 @@ class Nested:
     `nested`): bag scopes; its inner loops' adds (LoopAdds), which must fit
     the depth of the run."""
 
-    __slots__ = ("loops", "unit_result")
+    __slots__ = ("loops", "unit_result", "_ready")
 
     def __init__(self, loops: tuple, unit_result: bool = True) -> None:
         self.loops = loops
         self.unit_result = unit_result  # its actions return unit (pure () or adds)
+        self._ready: dict[int, bool] = {}  # depth -> ready (the loops' records are final)
 
     def accepts(self, init) -> bool:
         return isinstance(init, Bag)
 
     def ready(self, depth: int) -> bool:
-        return all(loop.fits(depth) for loop in self.loops)
+        got = self._ready.get(depth)
+        if got is None:
+            got = self._ready[depth] = all(loop.fits(depth) for loop in self.loops)
+        return got

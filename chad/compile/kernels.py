@@ -285,9 +285,15 @@ def colsum(block: np.ndarray, start=None, col=None, add=None):
     if _native is None:
         return None
     # (a block not 2-D: the C loop's TypeError, not an error of the sizing)
-    out = np.empty(np.shape(block)[1] if np.ndim(block) == 2 else 0, dtype=_F64)
+    dims = _dims(block)
+    out = np.empty(dims[1] if len(dims) == 2 else 0, dtype=_F64)
     _native.colsum(col, block, add, start, out)
     return out
+
+
+def _dims(x) -> tuple:
+    """x's shape (np.shape's, without its dispatch for an array)."""
+    return x.shape if type(x) is np.ndarray else np.shape(x)
 
 
 def scaled(col: np.ndarray, block: np.ndarray, add=None):
@@ -296,7 +302,8 @@ def scaled(col: np.ndarray, block: np.ndarray, add=None):
     (chad/compile/scaled.py); None without the C loop."""
     if _native is None:
         return None
-    out = np.empty(np.shape(block) if np.ndim(block) == 2 else (0, 0), dtype=_F64)
+    dims = _dims(block)
+    out = np.empty(dims if len(dims) == 2 else (0, 0), dtype=_F64)
     _native.scaled(col, block, add, out)
     return out
 
@@ -308,8 +315,8 @@ def dots(a: np.ndarray, b: np.ndarray):
     (chad/compile/order.py, row_dots); None without the C loop."""
     if _native is None:
         return None
-    rows = (np.shape(b)[0] if np.shape(a)[0] == 1 else np.shape(a)[0]) \
-        if np.ndim(a) == 2 == np.ndim(b) else 0
+    da, db = _dims(a), _dims(b)
+    rows = (db[0] if da[0] == 1 else da[0]) if len(da) == 2 == len(db) else 0
     out = np.empty(rows, dtype=_F64)
     _native.dots(a, b, out)
     return out

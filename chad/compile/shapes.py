@@ -31,6 +31,13 @@ def view(x, shape: tuple):
     if type(x) is not np.ndarray or not x.flags.c_contiguous or x.ndim > len(shape) \
             or not x.size:
         return np.broadcast_to(x, shape)
+    if x.ndim == 2 == len(shape):  # (the common case, without the loop below)
+        (n, m), (a, b), (sa, sb) = shape, x.shape, x.strides
+        if (a == n or a == 1) and (b == m or b == 1):
+            out = np.ndarray(shape, x.dtype, x, 0, (sa if a == n else 0, sb if b == m else 0))
+            out.setflags(write=False)
+            return out
+        return np.broadcast_to(x, shape)  # (its error)
     lead = len(shape) - x.ndim
     strides = [0] * lead
     for d, n, st in zip(shape[lead:], x.shape, x.strides):

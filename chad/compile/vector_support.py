@@ -402,7 +402,9 @@ def vout(x, n: int, rank: int, dtype, fresh: bool, private: bool = False):
     batched body x (rank `rank`, axis 0 the loop): a 1-D array owning its data
     (never a view of an input), but for the recorded identity in `private` code."""
     _check_size(n)
-    if shifts.recorded(x) and x.dtype == dtype:
+    # (recorded arrays are arrays of indices, int64: never a float64 array's)
+    if (type(x) is not np.ndarray or x.dtype != _F64) and shifts.recorded(x) \
+            and x.dtype == dtype:
         if x.shape == (n,):
             # `build n (\i -> i)`, the loop index itself (chad/compile/known.py), or
             # it shifted and clamped (chad/compile/shifts.py), in a derivative's

@@ -296,8 +296,14 @@ class Batcher:
         if v.kind == "num":
             return v.expr
         if v.kind == "elem":  # an untyped `a ! i` read as a number: a must be an Array R
-            return self.gen.atom(f"_vtake_numbers({v.src}, {v.size}, {v.axis!r}, "
-                                 f"{self.rank!r}{v.inner or ''})")
+            # (read once per region, as a primitive's expression: a nested
+            # forward pass reads it for the body and again for what its
+            # backpropagators capture)
+            expr = f"_vtake_numbers({v.src}, {v.size}, {v.axis!r}, {self.rank!r}{v.inner or ''})"
+            hit = self._cse.get(expr)
+            if hit is None:
+                hit = self._cse[expr] = self.gen.atom(expr)
+            return hit
         raise NotBatchable(f"an array ({v.kind}) where a number is expected")
 
     def live(self) -> str:
