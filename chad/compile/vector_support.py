@@ -680,11 +680,11 @@ def vseq(fns, ctgs, inits: tuple, keep: tuple):
     if not keep and (nested is None or not nested.unit_result):
         return None
     n = fns.n
-    if not (isinstance(ctgs, np.ndarray) and ctgs.dtype == np.float64 and ctgs.shape == (n,)):
+    if not (isinstance(ctgs, np.ndarray) and ctgs.dtype == _F64 and ctgs.shape == (n,)):
         return None
-    if any(not (i is None or type(i) is float or (nested is not None and nested.accepts(i)))
-           for i in inits):
-        return None
+    for i in inits:  # (a loop, not a generator: this runs once per call of a gradient)
+        if not (i is None or type(i) is float or (nested is not None and nested.accepts(i))):
+            return None
 
     def act(cells: list):
         base = len(cells)
