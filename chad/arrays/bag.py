@@ -435,14 +435,13 @@ def dense_real(bag, n: int, take: bool = False):
     nothing but the bag holds (as numpy's own elision of temporaries, by its
     reference count) is the result itself: the bag, used affinely, gives it up."""
     if type(bag) is BRows and bag.rows.ndim == 2 and bag.rows.shape[1] == n:
+        # its rows are the parts of a sum, last row first (as _dense_parts lists
+        # them): 0.0 + each row in turn; no rows, or rows of other numbers: None
         rows = bag.rows
-        if len(rows) and rows.dtype == np.float64:
-            # its rows are the parts of a sum (last row first, as _dense_parts
-            # lists them): 0.0 + each row in turn (the BPlus path below, without
-            # building it)
-            with quiet():
-                return column_sums(rows.reversed() if type(rows) is ScaledRows else rows[::-1])
-        bag = BPlus(BEMPTY, bag)
+        if not len(rows) or rows.dtype != np.float64:
+            return None
+        with quiet():
+            return column_sums(rows.reversed() if type(rows) is ScaledRows else rows[::-1])
     if type(bag) is BArray and bag.idx is None:
         v = bag.vals
         if isinstance(v, np.ndarray) and v.dtype == np.float64 and v.shape == (n,):

@@ -90,10 +90,8 @@ def _rows_at_once(ty: ArrayT, primal, ct, n: int):
     if not mats or mats[0] is None:
         return None
     shape = mats[0].shape
-    for m in mats:
-        if m is None or m.shape != shape:
-            return None
-    del m  # (no reference of its own: the matrix's count is read below)
+    if any(m is None or m.shape != shape for m in mats[1:]):
+        return None
     if not (type(primal) is MatrixRows and primal.shape() == shape):
         for row in primal:
             if len(row) != shape[1]:
